@@ -1,0 +1,247 @@
+package llama
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshllm/meshllm/infer"
+	"github.com/ollama/ollama/llama"
+	"github.com/ollama/ollama/ml"
+)
+
+// Engine is the llama.cpp implementation of infer.Engine. See the package
+// documentation for its scheduling and caching.
+type Engine struct {
+	cfg   Config
+	info  infer.ModelInfo
+	meta  infer.ModelMeta
+	tmpl  infer.ChatTemplate
+	model *llama.Model
+	lctx  *llama.Context
+
+	mu      sync.Mutex // guards queue, slots (for CachedPrefix), stats, closed
+	queue   []*job
+	slots   *infer.Slots
+	active  int
+	served  int
+	closed  bool
+	wake    chan struct{} // cap 1: work arrived or a job was cancelled
+	done    chan struct{} // closed when the loop exits
+	stopped chan struct{} // closed by Close
+}
+
+// initOnce guards llama.cpp's process-wide backend initialisation.
+var initOnce sync.Once
+
+// Load loads the model in cfg.Model and starts the engine's loop.
+func Load(cfg Config) (*Engine, error) {
+	st, err := os.Stat(cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", infer.ErrUnknownModel, err)
+	}
+	meta, err := infer.ReadModelMeta(cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is not a readable GGUF model: %v", infer.ErrUnknownModel, cfg.Model, err)
+	}
+	cfg = cfg.withDefaults(infer.ModelInfo{TrainContextLength: meta.ContextLength})
+	if cfg.Name == "" {
+		cfg.Name = strings.TrimSuffix(filepath.Base(cfg.Model), filepath.Ext(cfg.Model))
+	}
+	if cfg.ID == "" {
+		if cfg.ID, err = infer.ModelID(cfg.Model); err != nil {
+			return nil, err
+		}
+	}
+	initOnce.Do(llama.BackendInit)
+
+	gpuLayers := cfg.GPULayers
+	if gpuLayers < 0 {
+		gpuLayers = 0
+		if len(llama.EnumerateGPUs()) > 0 {
+			gpuLayers = meta.BlockCount + 1
+		}
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(float32) {} // silences llama.cpp's own progress dots
+	}
+	model, err := llama.LoadModelFromFile(cfg.Model, llama.ModelParams{
+		NumGpuLayers: gpuLayers,
+		UseMmap:      true,
+		Progress:     progress,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: loading %s: %v", infer.ErrEngine, cfg.Model, err)
+	}
+	fa := ml.FlashAttentionDisabled
+	if cfg.FlashAttention {
+		fa = ml.FlashAttentionEnabled
+	}
+	params := llama.NewContextParams(cfg.KVCells, cfg.BatchSize, cfg.Slots, cfg.Threads, fa, cfg.KVType)
+	if err := setKVUnified(&params); err != nil {
+		llama.FreeModel(model)
+		return nil, fmt.Errorf("%w: %v", infer.ErrEngine, err)
+	}
+	lctx, err := llama.NewContextWithModel(model, params)
+	if err != nil {
+		llama.FreeModel(model)
+		return nil, fmt.Errorf("%w: %v", infer.ErrEngine, err)
+	}
+	tmpl := infer.DetectChatTemplate(meta.ChatTemplate)
+	e := &Engine{
+		cfg:  cfg,
+		meta: meta,
+		tmpl: tmpl,
+		info: infer.ModelInfo{
+			Name:               cfg.Name,
+			ID:                 cfg.ID,
+			Path:               cfg.Model,
+			Architecture:       meta.Architecture,
+			Parameters:         meta.Parameters,
+			ContextLength:      min(cfg.ContextLength, cfg.KVCells),
+			TrainContextLength: meta.ContextLength,
+			VocabSize:          model.NumVocab(),
+			Template:           string(tmpl),
+			Quantization:       meta.FileType,
+			SizeBytes:          st.Size(),
+			ModifiedAt:         st.ModTime(),
+		},
+		model:   model,
+		lctx:    lctx,
+		slots:   infer.NewSlots(cfg.Slots, cfg.KVCells, kvAdapter{lctx}),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go e.loop()
+	return e, nil
+}
+
+// kvAdapter exposes the llama context's sequence operations as infer.KV.
+type kvAdapter struct{ c *llama.Context }
+
+func (k kvAdapter) SeqRm(seq, p0, p1 int) bool { return k.c.KvCacheSeqRm(seq, p0, p1) }
+func (k kvAdapter) SeqCp(src, dst, p0, p1 int) { k.c.KvCacheSeqCp(src, dst, p0, p1) }
+
+// Info implements infer.Engine.
+func (e *Engine) Info() infer.ModelInfo { return e.info }
+
+// Config returns the configuration in effect (defaults filled in).
+func (e *Engine) Config() Config { return e.cfg }
+
+// Tokenize implements infer.Engine.
+func (e *Engine) Tokenize(text string) ([]int32, error) {
+	toks, err := e.model.Tokenize(text, true, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", infer.ErrBadRequest, err)
+	}
+	out := make([]int32, len(toks))
+	for i, t := range toks {
+		out[i] = int32(t)
+	}
+	return out, nil
+}
+
+// Render implements infer.Engine.
+func (e *Engine) Render(messages []infer.Message) (string, error) {
+	return e.tmpl.Render(messages)
+}
+
+// CachedPrefix implements infer.Engine.
+func (e *Engine) CachedPrefix(tokens []int32) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.slots.Match(tokens)
+}
+
+// Stats implements infer.Engine.
+func (e *Engine) Stats() infer.Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.slots.Stats()
+	return infer.Stats{
+		Slots:       s.Slots,
+		Active:      e.active,
+		Queued:      len(e.queue),
+		QueueLimit:  e.cfg.QueueLimit,
+		CacheCells:  s.Cells,
+		CacheLimit:  s.Capacity,
+		CachedSeqs:  s.Leaves,
+		ServedTotal: e.served,
+	}
+}
+
+// Close implements infer.Engine.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return nil
+	}
+	e.closed = true
+	close(e.stopped)
+	e.mu.Unlock()
+	<-e.done
+	llama.FreeModel(e.model)
+	return nil
+}
+
+// Generate implements infer.Engine.
+func (e *Engine) Generate(ctx context.Context, req infer.Request, emit func(infer.Piece) error) (*infer.Result, error) {
+	if err := infer.Validate(req, e.info); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	j := newJob(ctx, req, time.Now())
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return nil, infer.ErrClosed
+	case len(e.queue) >= e.cfg.QueueLimit:
+		e.mu.Unlock()
+		return nil, infer.ErrBusy
+	}
+	e.queue = append(e.queue, j)
+	e.mu.Unlock()
+	e.poke()
+
+	for {
+		select {
+		case <-j.notify:
+		case <-ctx.Done():
+			// The loop sees ctx.Done too and frees the slot; wait for it so
+			// the slot is free when Generate returns.
+			e.poke()
+			<-j.finished
+			return nil, ctx.Err()
+		}
+		pieces, res, err, fin := j.take()
+		for _, p := range pieces {
+			if eerr := emit(p); eerr != nil {
+				cancel()
+				e.poke()
+				<-j.finished
+				return nil, eerr
+			}
+		}
+		if fin {
+			return res, err
+		}
+	}
+}
+
+// poke wakes the loop without blocking.
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,304 @@
+package llama
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/meshllm/meshllm/infer"
+	"github.com/ollama/ollama/llama"
+)
+
+// seq is a request holding a KV slot. Only the loop touches it.
+type seq struct {
+	job       *job
+	slot      int
+	prompt    []int32
+	next      int   // index of the next prompt token to feed (== len(prompt) once decoding)
+	pos       int   // KV position of the next token fed
+	pending   int32 // sampled token to feed next step
+	sampler   *llama.SamplingContext
+	stop      *infer.StopMatcher
+	maxTokens int
+	held      int // generated tokens not yet accounted in an emitted piece
+	logitIdx  int // batch index whose logits to sample this step; -1 if none
+	fed       []int32
+	admitted  time.Time
+	firstTok  time.Time
+	res       infer.Result
+}
+
+// loop owns the llama context, the batch and the slots; see the package doc.
+func (e *Engine) loop() {
+	defer close(e.done)
+	batch, err := llama.NewBatch(e.cfg.BatchSize, e.cfg.Slots, 0)
+	if err != nil {
+		e.failAll(nil, fmt.Errorf("%w: %v", infer.ErrEngine, err))
+		return
+	}
+	defer batch.Free()
+	var running []*seq
+	for {
+		select {
+		case <-e.stopped:
+			e.failAll(running, infer.ErrClosed)
+			return
+		default:
+		}
+		running = e.reap(running)
+		running = e.admit(running)
+		if len(running) == 0 {
+			select {
+			case <-e.wake:
+			case <-e.stopped:
+			}
+			continue
+		}
+		running = e.step(batch, running)
+	}
+}
+
+// admit moves queued jobs into idle slots while KV cells allow.
+func (e *Engine) admit(running []*seq) []*seq {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.queue) > 0 {
+		j := e.queue[0]
+		if err := j.ctx.Err(); err != nil {
+			e.queue = e.queue[1:]
+			j.finish(nil, err)
+			continue
+		}
+		maxTokens := j.req.Sampling.MaxTokens
+		room := e.info.ContextLength - len(j.req.Prompt)
+		if maxTokens <= 0 || maxTokens > room {
+			maxTokens = room
+		}
+		now := time.Now()
+		slot, cached, ok := e.slots.Acquire(j.req.Prompt, maxTokens, now.UnixNano())
+		if !ok {
+			break
+		}
+		e.queue = e.queue[1:]
+		sampler, err := llama.NewSamplingContext(e.model, samplingParams(j.req.Sampling))
+		if err != nil {
+			e.slots.Release(slot, now.UnixNano())
+			j.finish(nil, fmt.Errorf("%w: %v", infer.ErrEngine, err))
+			continue
+		}
+		// Teach the sampler the prompt so repeat penalties see it.
+		for _, t := range j.req.Prompt {
+			sampler.Accept(int(t), false)
+		}
+		s := &seq{
+			job:       j,
+			slot:      slot,
+			prompt:    j.req.Prompt,
+			next:      cached,
+			pos:       cached,
+			sampler:   sampler,
+			stop:      infer.NewStopMatcher(j.req.Sampling.Stop),
+			maxTokens: maxTokens,
+			admitted:  now,
+		}
+		s.res = infer.Result{
+			PromptTokens: len(j.req.Prompt),
+			CachedTokens: cached,
+			QueueWait:    now.Sub(j.start),
+			Slot:         slot,
+		}
+		e.active++
+		running = append(running, s)
+	}
+	return running
+}
+
+// reap ends requests whose caller went away; their cached tokens stay.
+func (e *Engine) reap(running []*seq) []*seq {
+	kept := running[:0]
+	for _, s := range running {
+		if err := s.job.ctx.Err(); err != nil {
+			e.end(s, nil, err, false)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	return kept
+}
+
+// step decodes one batch: the next token of every decoding sequence, then
+// prompt chunks of prefilling ones, up to BatchSize tokens.
+func (e *Engine) step(batch *llama.Batch, running []*seq) []*seq {
+	batch.Clear()
+	budget := e.cfg.BatchSize
+	for _, s := range running {
+		s.logitIdx = -1
+		s.fed = s.fed[:0]
+		if s.next == len(s.prompt) && budget > 0 {
+			s.logitIdx = batch.NumTokens()
+			batch.Add(int(s.pending), nil, s.pos, true, s.slot)
+			s.fed = append(s.fed, s.pending)
+			budget--
+		}
+	}
+	for _, s := range running {
+		if s.next == len(s.prompt) || budget == 0 {
+			continue
+		}
+		k := min(len(s.prompt)-s.next, budget)
+		for i := 0; i < k; i++ {
+			last := s.next+i == len(s.prompt)-1
+			if last {
+				s.logitIdx = batch.NumTokens()
+			}
+			batch.Add(int(s.prompt[s.next+i]), nil, s.pos+i, last, s.slot)
+		}
+		s.fed = append(s.fed, s.prompt[s.next:s.next+k]...)
+		budget -= k
+	}
+	if err := e.lctx.Decode(batch); err != nil {
+		// The KV contents of every sequence in this batch are now in doubt:
+		// fail those requests and forget their slots; others carry on.
+		err = fmt.Errorf("%w: llama_decode: %v", infer.ErrEngine, err)
+		kept := running[:0]
+		for _, s := range running {
+			if len(s.fed) > 0 {
+				e.end(s, nil, err, true)
+			} else {
+				kept = append(kept, s)
+			}
+		}
+		return kept
+	}
+	now := time.Now()
+	e.mu.Lock()
+	for _, s := range running {
+		if len(s.fed) > 0 {
+			e.slots.Append(s.slot, s.fed...)
+		}
+	}
+	e.mu.Unlock()
+	kept := running[:0]
+	for _, s := range running {
+		if len(s.fed) == 0 {
+			kept = append(kept, s)
+			continue
+		}
+		if s.next < len(s.prompt) {
+			s.next += len(s.fed)
+		}
+		s.pos += len(s.fed)
+		if s.logitIdx < 0 {
+			kept = append(kept, s)
+			continue
+		}
+		if done := e.sample(s, now); done {
+			continue
+		}
+		kept = append(kept, s)
+	}
+	return kept
+}
+
+// sample draws the next token of s and reports whether s finished.
+func (e *Engine) sample(s *seq, now time.Time) bool {
+	tok := s.sampler.Sample(e.lctx, s.logitIdx)
+	s.sampler.Accept(tok, false)
+	if s.res.GeneratedTokens == 0 {
+		s.firstTok = now
+		s.res.PrefillDuration = now.Sub(s.admitted)
+		s.res.TimeToFirst = now.Sub(s.job.start)
+	}
+	s.res.GeneratedTokens++
+	s.held++
+	if e.model.TokenIsEog(tok) {
+		s.res.FinishReason = infer.FinishStop
+		e.end(s, &s.res, nil, false)
+		return true
+	}
+	out, stopped := s.stop.Push(e.model.TokenToPiece(tok))
+	if out != "" {
+		s.job.push(infer.Piece{Text: out, Tokens: s.held})
+		s.held = 0
+	}
+	switch {
+	case stopped:
+		s.res.FinishReason = infer.FinishStop
+	case s.res.GeneratedTokens >= s.maxTokens || s.pos+1 >= e.info.ContextLength:
+		s.res.FinishReason = infer.FinishLength
+	default:
+		s.pending = int32(tok)
+		return false
+	}
+	e.end(s, &s.res, nil, false)
+	return true
+}
+
+// end finishes s: it frees the slot (dropping its KV when drop is set),
+// flushes held-back text and hands the outcome to the caller.
+func (e *Engine) end(s *seq, res *infer.Result, err error, drop bool) {
+	now := time.Now()
+	if res != nil {
+		if rest := s.stop.Flush(); rest != "" || s.held > 0 {
+			s.job.push(infer.Piece{Text: rest, Tokens: s.held})
+		}
+		if !s.firstTok.IsZero() {
+			res.DecodeDuration = now.Sub(s.firstTok)
+		}
+	}
+	e.mu.Lock()
+	if drop {
+		e.slots.Drop(s.slot, now.UnixNano())
+	} else {
+		e.slots.Release(s.slot, now.UnixNano())
+	}
+	e.active--
+	if err == nil {
+		e.served++
+	}
+	e.mu.Unlock()
+	s.job.finish(res, err)
+}
+
+// failAll fails every running and queued job (shutdown or a broken loop).
+func (e *Engine) failAll(running []*seq, err error) {
+	for _, s := range running {
+		e.end(s, nil, err, false)
+	}
+	e.mu.Lock()
+	q := e.queue
+	e.queue = nil
+	e.closed = true
+	e.mu.Unlock()
+	for _, j := range q {
+		j.finish(nil, err)
+	}
+}
+
+// samplingParams maps request parameters to llama.cpp's common sampler.
+func samplingParams(s infer.Sampling) llama.SamplingParams {
+	p := llama.SamplingParams{
+		TopK:           s.TopK,
+		TopP:           s.TopP,
+		MinP:           s.MinP,
+		TypicalP:       1,
+		Temp:           s.Temperature,
+		RepeatLastN:    s.RepeatLastN,
+		PenaltyRepeat:  s.RepeatPenalty,
+		PenaltyFreq:    0,
+		PenaltyPresent: 0,
+		Seed:           uint32(s.Seed),
+	}
+	if p.TopP <= 0 || p.TopP > 1 {
+		p.TopP = 1
+	}
+	if p.PenaltyRepeat <= 0 {
+		p.PenaltyRepeat = 1
+	}
+	if p.RepeatLastN == 0 {
+		p.RepeatLastN = 64
+	}
+	if s.Seed < 0 {
+		p.Seed = 0xFFFFFFFF // LLAMA_DEFAULT_SEED: a random seed
+	}
+	return p
+}
