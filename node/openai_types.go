@@ -10,12 +10,12 @@ import (
 // are ignored; unsupported features that change the answer's meaning (n>1,
 // tools, JSON mode, logprobs) are refused rather than ignored.
 type chatRequest struct {
-	Model               string           `json:"model"`
-	Messages            []chatMessage    `json:"messages"`
-	Stream              bool             `json:"stream"`
-	StreamOptions       *streamOptions   `json:"stream_options"`
-	MaxTokens           *int             `json:"max_tokens"`
-	MaxCompletionTokens *int             `json:"max_completion_tokens"`
+	Model               string         `json:"model"`
+	Messages            []chatMessage  `json:"messages"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options"`
+	MaxTokens           *int           `json:"max_tokens"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	openAISampling
 	Tools          json.RawMessage `json:"tools"`
 	ResponseFormat *struct {
@@ -40,18 +40,18 @@ type completionRequest struct {
 // including llama.cpp server's extensions (top_k, min_p, repeat_penalty,
 // repeat_last_n).
 type openAISampling struct {
-	Temperature      *float64 `json:"temperature"`
-	TopP             *float64 `json:"top_p"`
-	TopK             *int     `json:"top_k"`
-	MinP             *float64 `json:"min_p"`
-	RepeatPenalty    *float64 `json:"repeat_penalty"`
-	RepeatLastN      *int     `json:"repeat_last_n"`
-	Seed             *int64   `json:"seed"`
-	Stop             stopList `json:"stop"`
-	N                *int     `json:"n"`
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	TopK             *int            `json:"top_k"`
+	MinP             *float64        `json:"min_p"`
+	RepeatPenalty    *float64        `json:"repeat_penalty"`
+	RepeatLastN      *int            `json:"repeat_last_n"`
+	Seed             *int64          `json:"seed"`
+	Stop             stopList        `json:"stop"`
+	N                *int            `json:"n"`
 	Logprobs         json.RawMessage `json:"logprobs"`
-	PresencePenalty  *float64 `json:"presence_penalty"`  // accepted, ignored
-	FrequencyPenalty *float64 `json:"frequency_penalty"` // accepted, ignored
+	PresencePenalty  *float64        `json:"presence_penalty"`  // accepted, ignored
+	FrequencyPenalty *float64        `json:"frequency_penalty"` // accepted, ignored
 }
 
 type streamOptions struct {

@@ -1,0 +1,61 @@
+# meshllm — build, run and test.
+#
+#   make run     build, then start a peer on stories260K and send it real requests
+#   make test    everything CI runs (.ci/run calls exactly this)
+#
+# Every recipe that compiles llama.cpp first evaluates scripts/engine-env.sh,
+# which installs or checks the engine's build dependencies and sets the cgo
+# flags (SIMD on by default). Keep one set of flags: changing them, or adding
+# -race, recompiles llama.cpp (3-9 minutes on 2 cores).
+
+SHELL      := /bin/bash
+GO         ?= go
+ENGINE_ENV := eval "$$(scripts/engine-env.sh)"
+VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS    := -X main.version=$(VERSION)
+# Packages that do not link llama.cpp: tested with -race.
+PURE_PKGS   = $$($(GO) list ./... | grep -v -e /infer/llama -e /cmd/meshllm)
+# Packages that link llama.cpp: tested without -race (a race build of
+# llama.cpp would be a second multi-minute compile and adds nothing: the Go
+# side of the engine is exercised under -race through infer's fakes).
+ENGINE_PKGS = ./infer/llama ./cmd/meshllm
+FUZZTIME   ?= 10s
+
+.PHONY: all setup build run test test-race test-engine fuzz-short bench-engine bench clean
+
+all: build
+
+setup:
+	@scripts/engine-env.sh >/dev/null && echo "engine build dependencies: ok"
+
+build: setup
+	@mkdir -p bin
+	$(ENGINE_ENV) && $(GO) build -ldflags '$(LDFLAGS)' -o bin/meshllm ./cmd/meshllm
+
+run: build
+	bin/meshllm demo
+
+test: setup
+	$(GO) vet ./...
+	$(MAKE) test-race
+	$(MAKE) test-engine
+	$(MAKE) fuzz-short
+
+test-race:
+	$(GO) test -race -count=1 $(PURE_PKGS)
+
+test-engine:
+	$(ENGINE_ENV) && $(GO) test -count=1 $(ENGINE_PKGS)
+
+# A short run of every fuzz target (the seed corpora also run in test-race).
+fuzz-short:
+	@scripts/fuzz-all.sh $(FUZZTIME)
+
+bench-engine: build
+	bin/meshllm bench engine --shape qwen2.5-0.5b
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PURE_PKGS)
+
+clean:
+	rm -rf bin .build

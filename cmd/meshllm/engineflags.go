@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/meshllm/meshllm/infer"
+	"github.com/meshllm/meshllm/infer/llama"
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+)
+
+// engineFlags are the flags of every command that loads the real engine.
+// Each one also reads MESHLLM_<NAME> and, under `serve`, the YAML key of the
+// same name in --config.
+func engineFlags() []cli.Flag {
+	d := llama.DefaultConfig("")
+	return []cli.Flag{
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "model", Aliases: []string{"m"}, EnvVars: []string{"MESHLLM_MODEL"},
+			Usage: "GGUF file, or the name of a model in your Ollama store (e.g. qwen2.5:0.5b)"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "name", EnvVars: []string{"MESHLLM_NAME"},
+			Usage: "model name clients use (default: the file or store name)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "slots", Value: d.Slots, EnvVars: []string{"MESHLLM_SLOTS"},
+			Usage: "KV slots: requests decoded in parallel, and prefixes kept hot"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "ctx", EnvVars: []string{"MESHLLM_CTX"},
+			Usage: "context length per request (default: the model's, at most 4096)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "kv-cells", EnvVars: []string{"MESHLLM_KV_CELLS"},
+			Usage: "KV cache size in tokens, shared by all slots (default: slots x ctx)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch", Value: d.BatchSize, EnvVars: []string{"MESHLLM_BATCH"},
+			Usage: "most tokens per llama_decode"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "threads", Value: d.Threads, EnvVars: []string{"MESHLLM_THREADS"},
+			Usage: "CPU threads for the engine"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "gpu-layers", Value: d.GPULayers, EnvVars: []string{"MESHLLM_GPU_LAYERS"},
+			Usage: "layers to offload to a GPU backend; -1 = all when one is present"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "queue", Value: d.QueueLimit, EnvVars: []string{"MESHLLM_QUEUE"},
+			Usage: "requests that may wait for a slot before the peer answers busy"}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "flash-attention", EnvVars: []string{"MESHLLM_FLASH_ATTENTION"},
+			Usage: "use flash attention where the backend has it"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "kv-type", Value: d.KVType, EnvVars: []string{"MESHLLM_KV_TYPE"},
+			Usage: "KV cache type: f16, q8_0 or q4_0"}),
+	}
+}
+
+// loadEngine resolves --model and loads it, drawing a progress bar on stderr.
+func loadEngine(c *cli.Context) (*llama.Engine, error) {
+	ref := c.String("model")
+	if ref == "" {
+		return nil, fmt.Errorf("no model given: pass --model PATH or the name of a model in your Ollama store")
+	}
+	m, err := infer.ResolveModel(ref, infer.DefaultStore())
+	if err != nil {
+		return nil, err
+	}
+	cfg := llama.DefaultConfig(m.Path)
+	cfg.Name = c.String("name")
+	if cfg.Name == "" {
+		cfg.Name = m.Name
+	}
+	cfg.Slots = c.Int("slots")
+	cfg.ContextLength = c.Int("ctx")
+	cfg.KVCells = c.Int("kv-cells")
+	cfg.BatchSize = c.Int("batch")
+	cfg.Threads = c.Int("threads")
+	cfg.GPULayers = c.Int("gpu-layers")
+	cfg.QueueLimit = c.Int("queue")
+	cfg.FlashAttention = c.Bool("flash-attention")
+	cfg.KVType = c.String("kv-type")
+	bar := infer.NewProgress(os.Stderr, cfg.Name)
+	cfg.Progress = func(f float32) { bar.Update(f) }
+	start := time.Now()
+	e, err := llama.Load(cfg)
+	bar.Done()
+	if err != nil {
+		return nil, err
+	}
+	info := e.Info()
+	ec := e.Config()
+	fmt.Fprintf(os.Stderr, "model %s (%s, %s, %d params) loaded in %s: %d slots, %d-token context, %d KV cells\n",
+		info.Name, info.Architecture, info.Quantization, info.Parameters, time.Since(start).Round(time.Millisecond),
+		ec.Slots, info.ContextLength, ec.KVCells)
+	return e, nil
+}
