@@ -45,7 +45,7 @@ test-race:
 	$(GO) test -race -count=1 $(PURE_PKGS)
 
 test-engine:
-	$(ENGINE_ENV) && $(GO) test -count=1 $(ENGINE_PKGS)
+	$(ENGINE_ENV) && $(GO) test -p 1 -count=1 $(ENGINE_PKGS)
 
 # A short run of every fuzz target (the seed corpora also run in test-race).
 fuzz-short:

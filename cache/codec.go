@@ -185,8 +185,8 @@ func (r *reader) uvarint(limit uint64) uint64 {
 		return 0
 	}
 	x, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad varint")
+	if n <= 0 || n != uvarintLen(x) {
+		r.fail("bad or non-minimal varint")
 		return 0
 	}
 	if x > limit {

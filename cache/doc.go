@@ -19,7 +19,8 @@
 // chains the hash of block i-1 and is seeded by the model's identity and B
 // (Hasher), so equal hashes mean equal prefixes of the same model. A Source
 // derives the digest from the Tree and emits snapshots and deltas stamped
-// with (epoch, seq); Encode/Decode give them a compact versioned binary form.
+// with (epoch, seq); Digest.MarshalBinary and Decode give them a compact,
+// versioned, size-bounded binary form.
 // A Replica applies them, ignoring stale and duplicate ones and asking for a
 // snapshot after a gap or a new epoch; ClusterView indexes every peer's
 // replica by chain hash so that one walk of a prompt's chain estimates the

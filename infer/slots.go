@@ -137,8 +137,45 @@ func (s *Slots) lessRecent(a, b int) bool {
 }
 
 // Append records tokens whose KV the engine has just computed in slot.
+//
+// When another slot already holds the same tokens at the same positions
+// (two requests with one prompt prefilled side by side), the tree counts
+// them once but the KV cache holds two copies. Append then makes slot share
+// the other slot's cells (SeqRm + SeqCp of the duplicated range) so that the
+// KV cache, like the tree, holds them once.
 func (s *Slots) Append(slot int, toks ...int32) {
+	before, start := s.tree.Size(), s.tree.Len(cache.Handle(slot))
 	s.tree.Append(cache.Handle(slot), toks...)
+	if s.tree.Size()-before == len(toks) {
+		return // all new cells: nothing duplicated
+	}
+	seq := s.tree.Seq(cache.Handle(slot))
+	for h := range s.busy {
+		if h == slot {
+			continue
+		}
+		other := s.tree.Seq(cache.Handle(h))
+		if len(other) <= start || commonPrefix(other, seq) <= start {
+			continue
+		}
+		end := commonPrefix(other, seq)
+		s.kv.SeqRm(slot, start, end)
+		s.kv.SeqCp(h, slot, start, end)
+		start = end
+		if start == len(seq) {
+			return
+		}
+	}
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 // Free reports how many KV cells no slot holds.

@@ -12,7 +12,8 @@ import (
 
 // fakeEngine is a small deterministic Generator (and infer.Engine): bytes
 // are tokens, the "KV cache" is the previous prompt, and the reply is a
-// fixed list of pieces, one token each. Hooks make it fail, block or wait.
+// fixed list of pieces, one token each (the empty one is a token whose text
+// the engine holds back). Hooks make it fail, block or wait.
 type fakeEngine struct {
 	info  infer.ModelInfo
 	reply []string

@@ -11,7 +11,7 @@
 #
 #   x86-64 with AVX2+FMA+F16C  -O3 -mavx2 -mfma -mf16c   (default)
 #   older x86-64                -O3 (SSE2 baseline)        (MESHLLM_SIMD=off forces it)
-#   arm64 / aarch64             -O3 (NEON is baseline there)
+#   arm64 / aarch64             -O3 (NEON is baseline), plus dotprod+fp16 where the CPU has them
 #   macOS                       -O3; Metal comes from ggml's darwin build tags
 #
 # -march=native is not used: it enables AMX on some CPUs and fails to link.
@@ -52,6 +52,13 @@ case "$(uname -m)" in
       flags="-O3 -mavx2 -mfma -mf16c"
     else
       say "CPU lacks AVX2/FMA/F16C (or MESHLLM_SIMD=off): building ggml for baseline x86-64; expect a slower engine"
+    fi ;;
+  aarch64|arm64)
+    # NEON is baseline on arm64. Linux CPUs with the dot-product and fp16
+    # extensions (Graviton2+, Ampere, Raspberry Pi 5) get them enabled;
+    # macOS's clang already targets the Apple cores.
+    if [ "$(uname -s)" = Linux ] && [ "${MESHLLM_SIMD:-auto}" != off ] && grep -qw asimddp /proc/cpuinfo 2>/dev/null && grep -qw fphp /proc/cpuinfo; then
+      flags="-O3 -march=armv8.2-a+dotprod+fp16"
     fi ;;
 esac
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"runtime"
+
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +18,7 @@ var stories = filepath.Join("..", "..", "..", "shared", "models", "stories260K.g
 func load(t *testing.T, mod func(*Config)) *Engine {
 	t.Helper()
 	cfg := DefaultConfig(stories)
-	cfg.Threads = min(2, runtime.NumCPU())
+	cfg.Threads = 1 // tests run beside other test binaries: ggml threads spin, never oversubscribe
 	cfg.ContextLength = 256
 	if mod != nil {
 		mod(&cfg)
