@@ -52,7 +52,7 @@ fuzz-short:
 	@scripts/fuzz-all.sh $(FUZZTIME)
 
 bench-engine: build
-	bin/meshllm bench engine --shape qwen2.5-0.5b
+	bin/meshllm bench-engine --shape qwen2.5-0.5b
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PURE_PKGS)

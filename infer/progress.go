@@ -27,7 +27,7 @@ type Progress struct {
 	done  bool
 }
 
-// NewProgress returns a Progress for loading label, writing to w. It draws a
+// NewProgress returns a Progress labelled label ("loading stories260K"), writing to w. It draws a
 // bar when w is a terminal (an *os.File on a character device).
 func NewProgress(w io.Writer, label string) *Progress {
 	return &Progress{w: w, label: label, tty: isTerminal(w), last: -1}
@@ -55,7 +55,7 @@ func (p *Progress) Update(frac float32) bool {
 		fmt.Fprintf(p.w, "\r%s", p.line(pct))
 		p.last = pct
 	case !p.tty && (p.last < 0 || pct/10 > p.last/10):
-		fmt.Fprintf(p.w, "loading %s  %3d%%\n", p.label, pct/10*10)
+		fmt.Fprintf(p.w, "%s  %3d%%\n", p.label, pct/10*10)
 		p.last = pct
 	}
 	return true
@@ -78,7 +78,7 @@ func (p *Progress) line(pct int) string {
 	if filled < progressBarWidth {
 		bar += ">" + strings.Repeat(" ", progressBarWidth-filled-1)
 	}
-	return fmt.Sprintf("loading %s  [%s] %3d%%", p.label, bar, pct)
+	return fmt.Sprintf("%s  [%s] %3d%%", p.label, bar, pct)
 }
 
 func isTerminal(w io.Writer) bool {

@@ -10,7 +10,7 @@ import (
 
 func TestProgressTTY(t *testing.T) {
 	var b bytes.Buffer
-	p := NewProgressTTY(&b, "stories260K", true)
+	p := NewProgressTTY(&b, "loading stories260K", true)
 	for _, f := range []float32{0, 0.001, 0.53, 0.535, 1.7} {
 		if !p.Update(f) {
 			t.Fatal("Update returned false")
@@ -28,7 +28,7 @@ func TestProgressTTY(t *testing.T) {
 
 func TestProgressPlain(t *testing.T) {
 	var b bytes.Buffer
-	p := NewProgress(&b, "m") // a bytes.Buffer is no terminal
+	p := NewProgress(&b, "loading m") // a bytes.Buffer is no terminal
 	for i := 0; i <= 100; i++ {
 		p.Update(float32(i) / 100)
 	}
@@ -45,7 +45,7 @@ func TestProgressPlain(t *testing.T) {
 
 func TestProgressConcurrent(t *testing.T) {
 	var b bytes.Buffer
-	p := NewProgressTTY(&b, "m", true)
+	p := NewProgressTTY(&b, "loading m", true)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {

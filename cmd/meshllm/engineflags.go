@@ -66,7 +66,7 @@ func loadEngine(c *cli.Context) (*llama.Engine, error) {
 	cfg.QueueLimit = c.Int("queue")
 	cfg.FlashAttention = c.Bool("flash-attention")
 	cfg.KVType = c.String("kv-type")
-	bar := infer.NewProgress(os.Stderr, cfg.Name)
+	bar := infer.NewProgress(os.Stderr, "loading "+cfg.Name)
 	cfg.Progress = func(f float32) { bar.Update(f) }
 	start := time.Now()
 	e, err := llama.Load(cfg)

@@ -4,7 +4,7 @@
 //	meshllm demo                        start a peer on stories260K and send it real requests
 //	meshllm calibrate --model PATH      measure the engine and write a sim profile
 //	meshllm model synth --shape NAME    write a synthetic GGUF with a real model's shape
-//	meshllm bench engine                prefill/decode/TTFT figures on a synthetic model
+//	meshllm bench-engine                prefill/decode/TTFT figures on a synthetic model
 //
 // Settings come from flags, then MESHLLM_* environment variables, then the
 // YAML file named by --config, then the defaults documented in each flag.
@@ -47,6 +47,9 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			serveCommand(),
 			demoCommand(),
+			calibrateCommand(),
+			modelCommand(),
+			benchEngineCommand(),
 		},
 	}
 }

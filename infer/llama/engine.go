@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshllm/meshllm/cache"
 	"github.com/meshllm/meshllm/infer"
 	"github.com/ollama/ollama/llama"
 	"github.com/ollama/ollama/ml"
@@ -244,4 +245,12 @@ func (e *Engine) poke() {
 	case e.wake <- struct{}{}:
 	default:
 	}
+}
+
+// WithCache runs fn with the engine's radix tree, under the engine's lock:
+// fn must be quick and must not modify the tree (digests read it).
+func (e *Engine) WithCache(fn func(*cache.Tree)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(e.slots.Tree())
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshllm/meshllm/cache"
 	"github.com/meshllm/meshllm/infer"
 )
 
@@ -84,6 +85,14 @@ func (e *Engine) CachedPrefix(tokens []int32) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.slots.Match(tokens)
+}
+
+// WithCache runs fn with the engine's radix tree under the engine's lock; fn
+// must be quick and must not modify the tree (digests read it).
+func (e *Engine) WithCache(fn func(*cache.Tree)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(e.slots.Tree())
 }
 
 // Stats implements infer.Engine.

@@ -225,7 +225,9 @@ func TestCancel(t *testing.T) {
 			if i == 2 {
 				c = ctx2
 			}
-			wg.Go(func() { collect(t, e, c, infer.Request{Prompt: tokens(50, int32(20+i)), Sampling: infer.Sampling{MaxTokens: 1}}) })
+			wg.Go(func() {
+				collect(t, e, c, infer.Request{Prompt: tokens(50, int32(20+i)), Sampling: infer.Sampling{MaxTokens: 1}})
+			})
 			synctest.Wait()
 		}
 		if st := e.Stats(); st.Queued != 1 {
