@@ -1,6 +1,6 @@
-// Package node is one meshllm peer: its HTTP API today, and (in a later
-// issue) the router that decides whether a request is served locally or
-// forwarded to the peer holding the longest cached prefix.
+// Package node is one meshllm peer: its HTTP API (Server), and the router
+// that decides whether a request is served locally or forwarded to the peer
+// holding the longest cached prefix (Decide over a View, under a Policy).
 //
 // The HTTP API speaks two dialects over one Generator:
 //
@@ -19,10 +19,11 @@
 // with the status codes documented in docs/api.md.
 //
 // Every generation goes through the Generator interface, which an
-// infer.Engine satisfies as it is; the mesh router will implement it too and
-// sit between the handlers and the engine.
+// infer.Engine satisfies as it is; the mesh router implements it too and
+// sits between the handlers and the engine. docs/api.md documents the
+// endpoints, fields, errors and defaults.
 //
-// Concurrency: a Server is safe for concurrent use once NewServer returns;
+// Concurrency: Decide is a pure function. A Server is safe for concurrent use once NewServer returns;
 // its handlers run on net/http's goroutines and share only the Generator
 // (which must be safe for concurrent use) and the Prometheus collectors.
 // A request's context is the generation's context: a client that

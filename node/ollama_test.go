@@ -139,6 +139,8 @@ func TestOllamaLoadOnEmptyPrompt(t *testing.T) {
 	if err != nil || !got.Done || got.DoneReason != "load" {
 		t.Errorf("load: %+v, %v", got, err)
 	}
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
 	if len(eng.requests) != 0 {
 		t.Errorf("an empty prompt reached the engine")
 	}

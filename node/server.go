@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -113,8 +114,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // serves; callers may register collectors of their own on it.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// Config returns the configuration the Server runs with.
-func (s *Server) Config() Config { return s.cfg }
+// Config returns (a copy of) the configuration the Server runs with.
+func (s *Server) Config() Config {
+	c := s.cfg
+	c.Aliases = maps.Clone(s.cfg.Aliases)
+	return c
+}
 
 // ListenAndServe listens on Config.ListenAddr and serves until ctx is
 // cancelled (see Serve).

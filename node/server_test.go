@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -205,5 +207,54 @@ func TestRequestTimeout(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
 	if status != 200 || !strings.Contains(lines[len(lines)-1], `{"error":"request timed out`) {
 		t.Errorf("stream timeout: %d, last line %q", status, lines[len(lines)-1])
+	}
+}
+
+func TestConcurrentRequests(t *testing.T) {
+	srv, _, base := newTestServer(t)
+	bodies := map[string]string{
+		"/v1/chat/completions": `{"model":"stories260K","stream":%s,"messages":[{"role":"user","content":"hi %d"}]}`,
+		"/v1/completions":      `{"model":"stories260K","stream":%s,"prompt":"hi %d"}`,
+		"/api/generate":        `{"model":"stories260K","stream":%s,"prompt":"hi %d"}`,
+		"/api/chat":            `{"model":"stories260K","stream":%s,"messages":[{"role":"user","content":"hi %d"}]}`,
+	}
+	type result struct {
+		path   string
+		status int
+		body   string
+	}
+	results := make(chan result, 64)
+	n := 0
+	for path, tmpl := range bodies {
+		for i, stream := range []string{"true", "false", "true", "false"} {
+			n++
+			go func() {
+				resp, err := http.Post(base+path, "application/json", strings.NewReader(fmt.Sprintf(tmpl, stream, i)))
+				if err != nil {
+					results <- result{path, 0, err.Error()}
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				results <- result{path, resp.StatusCode, string(b)}
+			}()
+		}
+	}
+	for range n {
+		r := waitFor(t, results, "a response")
+		if r.status != 200 {
+			t.Errorf("%s: %d %s", r.path, r.status, r.body)
+			continue
+		}
+		// Every reply, streamed or not, spells the whole story once.
+		text := strings.NewReplacer(`\u003c`, "<").Replace(r.body)
+		for _, w := range []string{"Once", "upon", "fox"} {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: reply lacks %q: %s", r.path, w, r.body)
+			}
+		}
+	}
+	if got := scrape(t, srv); !strings.Contains(got, `meshllm_engine_served_requests_total 16`) {
+		t.Errorf("engine served count:\n%s", grepLines(got, "served"))
 	}
 }

@@ -161,7 +161,3 @@ func (d *decoder) f64() float64 {
 	}
 	return f
 }
-
-func (d *decoder) bool() bool {
-	return d.uvarint(1) == 1
-}

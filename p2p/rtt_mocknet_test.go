@@ -1,0 +1,62 @@
+package p2p
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+)
+
+// TestPingerMeasuresLinkLatency runs the pinger over a mocknet link that
+// delays every write by 20 ms each way: the estimate must land near the
+// 40 ms round trip. The lower bound is physical (the link cannot be
+// faster); the upper bound leaves room for a loaded test machine.
+func TestPingerMeasuresLinkLatency(t *testing.T) {
+	const latency = 20 * time.Millisecond
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: latency})
+	a, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping.NewPingService(a)
+	ping.NewPingService(b)
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+
+	clk := newFakeClock()
+	cfg := DefaultRTTConfig()
+	cfg.Now = clk.Now
+	est := NewRTTEstimator(cfg)
+	p := &pinger{h: a, est: est, cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 5 {
+		p.round(ctx)
+		clk.Advance(cfg.PingInterval)
+	}
+	st, ok := est.Stats(b.ID())
+	if !ok {
+		t.Fatal("no RTT sample after 5 ping rounds")
+	}
+	t.Logf("link latency %v: RTT estimate %v, min %v, last %v over %d rounds", latency, st.Smoothed, st.Min, st.Last, st.Samples)
+	if st.Samples != 5 {
+		t.Errorf("%d samples, want one a round (5)", st.Samples)
+	}
+	if lo, hi := 2*latency-time.Millisecond, 2*latency+30*time.Millisecond; st.Smoothed < lo || st.Smoothed > hi || st.Min < lo {
+		t.Fatalf("RTT estimate %v (min %v) not within [%v, %v] for a %v link", st.Smoothed, st.Min, lo, hi, latency)
+	}
+}
