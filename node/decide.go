@@ -20,8 +20,8 @@ const (
 	// on compute alone, but the link (RTT, transfer, or an unmeasured RTT)
 	// cost more than the prefill it would save.
 	ReasonRefusedRTT Reason = "refused-rtt"
-	// ReasonNoPeers: no peer was a candidate (none known, or none with a
-	// fresh load announcement).
+	// ReasonNoPeers: no peer was a candidate and none was skipped for
+	// push-back (none known, or none with a fresh load announcement).
 	ReasonNoPeers Reason = "no-peers"
 	// ReasonPushBack: a peer that would have won was skipped because it
 	// advertised push-back or is cooling down after a busy answer or a
@@ -82,7 +82,8 @@ func (d Decision) String() string {
 //
 //   - prefill(X) = (prompt - cached(X)) / X's prefill speed; cached is the
 //     exact local match for local, and for a peer its digest estimate
-//     discounted for age (see discountCached);
+//     discounted for age (see discountCached), both capped at all but the
+//     prompt's last token (an engine always computes that one);
 //   - decode(X) = reply tokens / X's decode speed (reply tokens: MaxTokens,
 //     or Policy.AssumedReplyTokens), so a fast peer can win without cache;
 //   - wait(X) = ahead(X) / slots(X) * service(X), where ahead is the queue
@@ -109,11 +110,14 @@ func Decide(req Route, v View, p Policy) Decision {
 	}
 	localPrefill := speedOr(v.Local.PrefillTokPerSec, p.AssumedPrefillTokPerSec)
 	localDecode := speedOr(v.Local.DecodeTokPerSec, p.AssumedDecodeTokPerSec)
-	localCached := clamp(v.Local.Cached, 0, req.PromptTokens)
+	// An engine reuses at most all but the last prompt token: it must
+	// compute that one to get the first reply token's logits.
+	reusable := max(req.PromptTokens-1, 0)
+	localCached := clamp(v.Local.Cached, 0, reusable)
 	d := Decision{
 		EstimatedCached: localCached,
-		LocalCost: cost(req.PromptTokens-localCached, reply, localPrefill, localDecode,
-			v.Local.QueueDepth, v.Local.Active, v.Local.Slots),
+		LocalCost: seconds(cost(req.PromptTokens-localCached, reply, localPrefill, localDecode,
+			v.Local.QueueDepth, v.Local.Active, v.Local.Slots)),
 	}
 	saves := func(c time.Duration) bool {
 		s := d.LocalCost - c
@@ -130,7 +134,7 @@ func Decide(req Route, v View, p Policy) Decision {
 		if pv.Slots <= 0 || pv.LoadAge > p.LoadTTL || pv.LoadAge < 0 {
 			continue // load unknown or expired
 		}
-		cached := discountCached(clamp(pv.EstimatedCached, 0, req.PromptTokens), pv.EstimateAge, pv.Gap, p)
+		cached := discountCached(clamp(pv.EstimatedCached, 0, reusable), pv.EstimateAge, pv.Gap, p)
 		compute := cost(req.PromptTokens-cached, reply,
 			speedOr(pv.PrefillTokPerSec, localPrefill), speedOr(pv.DecodeTokPerSec, localDecode),
 			pv.QueueDepth, pv.Active, pv.Slots)
@@ -138,7 +142,7 @@ func Decide(req Route, v View, p Policy) Decision {
 		if !rttOK && p.UnknownRTT > 0 {
 			rtt, rttOK = p.UnknownRTT, true
 		}
-		total := compute + netCost(req.PromptTokens, reply, rtt, pv.Relayed, p)
+		total := seconds(compute + netCost(req.PromptTokens, reply, rtt, pv.Relayed, p))
 		if pv.PushBack || v.Now.Before(pv.CooldownUntil) {
 			d.PushBackSkips++
 			if rttOK && saves(total) {
@@ -147,14 +151,14 @@ func Decide(req Route, v View, p Policy) Decision {
 			continue
 		}
 		if !rttOK {
-			if cached > localCached && saves(compute) {
+			if cached > localCached && saves(seconds(compute)) {
 				rttLoses = true
 			}
 			continue
 		}
 		d.Eligible++
 		cands = append(cands, scored{Candidate{pv.ID, total, cached}, pv.Failures})
-		if !saves(total) && cached > localCached && saves(compute) {
+		if !saves(total) && cached > localCached && saves(seconds(compute)) {
 			rttLoses = true
 		}
 	}
@@ -185,7 +189,7 @@ func Decide(req Route, v View, p Policy) Decision {
 		d.Reason = ReasonPushBack
 	case rttLoses:
 		d.Reason = ReasonRefusedRTT
-	case len(cands) == 0:
+	case len(cands) == 0 && d.PushBackSkips == 0:
 		d.Reason = ReasonNoPeers
 	default:
 		d.Reason = ReasonLocal
@@ -193,26 +197,26 @@ func Decide(req Route, v View, p Policy) Decision {
 	return d
 }
 
-// cost is wait + prefill + decode on one engine (no network).
-func cost(uncached, reply int, prefillTPS, decodeTPS float64, queue, active, slots int) time.Duration {
-	service := seconds(float64(max(uncached, 0))/prefillTPS + float64(reply)/decodeTPS)
+// cost is wait + prefill + decode on one engine (no network), in seconds.
+func cost(uncached, reply int, prefillTPS, decodeTPS float64, queue, active, slots int) float64 {
+	service := float64(max(uncached, 0))/prefillTPS + float64(max(reply, 0))/decodeTPS
 	slots = max(slots, 1)
-	ahead := max(queue, 0)
+	ahead := float64(max(queue, 0))
 	if active >= slots {
 		ahead++
 	}
-	return service + service*time.Duration(ahead)/time.Duration(slots)
+	return service * (1 + ahead/float64(slots))
 }
 
-// netCost is what forwarding adds: the stream's round trips and the
-// transfer of the prompt (as tokens) and the reply.
-func netCost(prompt, reply int, rtt time.Duration, relayed bool, p Policy) time.Duration {
+// netCost is what forwarding adds, in seconds: the stream's round trips
+// and the transfer of the prompt (as tokens) and the reply.
+func netCost(prompt, reply int, rtt time.Duration, relayed bool, p Policy) float64 {
 	bw := p.Bandwidth
 	if relayed {
 		bw = p.RelayBandwidth
 	}
-	bytes := 4*prompt + p.RequestOverheadBytes + reply*p.ReplyBytesPerToken
-	return rtt*time.Duration(p.StreamRoundTrips) + seconds(float64(bytes)/bw)
+	bytes := 4*float64(max(prompt, 0)) + float64(p.RequestOverheadBytes) + float64(max(reply, 0))*float64(p.ReplyBytesPerToken)
+	return max(rtt, 0).Seconds()*float64(p.StreamRoundTrips) + bytes/bw
 }
 
 // discountCached shrinks a peer's estimate with its age: unchanged within
@@ -240,6 +244,19 @@ func speedOr(s, def float64) float64 {
 	return def
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// maxCost caps a cost: absurd inputs (huge queues, zero speeds) saturate
+// instead of overflowing.
+const maxCost = time.Duration(1 << 62)
+
+// seconds converts a cost in seconds, saturating at maxCost (NaN too).
+func seconds(s float64) time.Duration {
+	switch {
+	case s <= 0:
+		return 0
+	case !(s < maxCost.Seconds()):
+		return maxCost
+	}
+	return time.Duration(s * float64(time.Second))
+}
 
 func clamp(x, lo, hi int) int { return max(lo, min(x, hi)) }

@@ -71,7 +71,7 @@ func TestDecide(t *testing.T) {
 		{name: "equal cold peer: stay", route: route, local: fastLocal(),
 			peers: []PeerView{cold("B", time.Millisecond)}, wantLocal: true, reason: ReasonLocal},
 		{name: "push-back skipped", route: route, local: fastLocal(),
-			peers: []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) { p.PushBack = true })},
+			peers:     []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) { p.PushBack = true })},
 			wantLocal: true, reason: ReasonPushBack},
 		{name: "push-back skipped, next holder taken", route: route, local: fastLocal(),
 			peers: []PeerView{
@@ -79,7 +79,7 @@ func TestDecide(t *testing.T) {
 				holder("C", 3*time.Millisecond),
 			}, wantPeer: "C", reason: ReasonForward},
 		{name: "cooldown skipped", route: route, local: fastLocal(),
-			peers: []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) { p.CooldownUntil = t0.Add(time.Second) })},
+			peers:     []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) { p.CooldownUntil = t0.Add(time.Second) })},
 			wantLocal: true, reason: ReasonPushBack},
 		{name: "cooldown over", route: route, local: fastLocal(),
 			peers: []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) {
@@ -88,10 +88,10 @@ func TestDecide(t *testing.T) {
 			})},
 			wantPeer: "B", reason: ReasonForward},
 		{name: "stale estimate discounted by half", route: route, local: fastLocal(),
-			peers: []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) { p.EstimateAge = 45 * time.Second })},
+			peers:    []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) { p.EstimateAge = 45 * time.Second })},
 			wantPeer: "B", reason: ReasonForward, estCached: tHeld / 2},
 		{name: "estimate past the horizon is worthless", route: route, local: fastLocal(),
-			peers: []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) { p.EstimateAge = 80 * time.Second })},
+			peers:     []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) { p.EstimateAge = 80 * time.Second })},
 			wantLocal: true, reason: ReasonLocal},
 		{name: "gap discounts from the grace age on", route: route, local: fastLocal(),
 			peers: []PeerView{with(holder("B", 2*time.Millisecond), func(p *PeerView) {
@@ -100,7 +100,7 @@ func TestDecide(t *testing.T) {
 			})},
 			wantPeer: "B", reason: ReasonForward, estCached: tHeld},
 		{name: "unknown RTT excluded", route: route, local: fastLocal(),
-			peers: []PeerView{with(holder("B", 0), func(p *PeerView) { p.RTTKnown = false })},
+			peers:     []PeerView{with(holder("B", 0), func(p *PeerView) { p.RTTKnown = false })},
 			wantLocal: true, reason: ReasonRefusedRTT},
 		{name: "unknown RTT with a stand-in", route: route, local: fastLocal(),
 			peers:  []PeerView{with(holder("B", 0), func(p *PeerView) { p.RTTKnown = false })},
@@ -119,7 +119,7 @@ func TestDecide(t *testing.T) {
 				with(holder("E", 2*time.Millisecond), func(p *PeerView) { p.EstimatedCached = 480 }),
 			}, wantPeer: "B", wantFall: []PeerID{"E", "C"}, reason: ReasonForward},
 		{name: "fallbacks capped", route: route, local: fastLocal(),
-			peers: []PeerView{holder("B", 2*time.Millisecond), holder("C", 3*time.Millisecond), holder("D", 4*time.Millisecond)},
+			peers:  []PeerView{holder("B", 2*time.Millisecond), holder("C", 3*time.Millisecond), holder("D", 4*time.Millisecond)},
 			policy: func(p *Policy) { p.MaxFallbacks = 1 }, wantPeer: "B", wantFall: []PeerID{"C"}, reason: ReasonForward},
 		{name: "ties broken by failures then ID", route: route, local: fastLocal(),
 			peers: []PeerView{

@@ -159,8 +159,11 @@ func (r *Router) Generate(ctx context.Context, req infer.Request, emit func(infe
 		return nil, err // a bad request is refused here, never forwarded
 	}
 	start := r.now()
-	d := Decide(Route{PromptTokens: len(req.Prompt), MaxTokens: req.Sampling.MaxTokens},
-		r.mesh.View(req.Prompt, r.LocalView(req.Prompt), start), r.policy)
+	v := View{Now: start, Local: r.LocalView(req.Prompt)}
+	if r.fwd != nil {
+		v = r.mesh.View(req.Prompt, v.Local, start)
+	}
+	d := Decide(Route{PromptTokens: len(req.Prompt), MaxTokens: req.Sampling.MaxTokens}, v, r.policy)
 	r.met.decideSeconds.Observe(r.now().Sub(start).Seconds())
 	r.met.decisions.WithLabelValues(string(d.Reason)).Inc()
 	r.met.pushBackSkips.Add(float64(d.PushBackSkips))
@@ -189,7 +192,7 @@ func (r *Router) Generate(ctx context.Context, req infer.Request, emit func(infe
 
 // execute carries a decision out.
 func (r *Router) execute(ctx context.Context, req infer.Request, d Decision, emit func(infer.Piece) error, rec *DecisionRecord) (*infer.Result, error) {
-	if d.Local || r.fwd == nil {
+	if d.Local {
 		return r.serveLocal(ctx, req, emit, d.EstimatedCached)
 	}
 	st := &stream{emit: emit, start: r.now(), now: r.now}

@@ -131,6 +131,7 @@ func (r *Router) continueLocal(ctx context.Context, req infer.Request, st *strea
 			TimeToFirst: st.firstAt.Sub(st.start), FinishReason: infer.FinishLength, Slot: -1,
 		}, nil
 	}
+	sent := st.tokens
 	res, err := r.eng.Generate(ctx, cont, func(p infer.Piece) error { return st.send("", p) })
 	if err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func (r *Router) continueLocal(ctx context.Context, req infer.Request, st *strea
 	out := *res
 	out.PromptTokens = len(req.Prompt)
 	out.CachedTokens = min(res.CachedTokens, len(req.Prompt))
-	out.GeneratedTokens = st.tokens + res.GeneratedTokens
+	out.GeneratedTokens = sent + res.GeneratedTokens
 	out.TimeToFirst = st.firstAt.Sub(st.start)
 	return &out, nil
 }

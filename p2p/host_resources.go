@@ -14,35 +14,40 @@ import (
 // per subnet (libp2p's default), so a testnet of many peers on one
 // machine works with the same limits.
 func resourceManager(cfg *Config) (network.ResourceManager, error) {
-	limits := rcmgr.DefaultLimits
-	libp2p.SetDefaultServiceLimits(&limits)
-	fd := cfg.Resources.MaxFD
-	var concrete rcmgr.ConcreteLimitConfig
-	if fd > 0 {
-		// Scale takes the number of descriptors the stack may use and
-		// gives FDFraction (1 for the system scope) of it.
-		concrete = limits.Scale(cfg.Resources.MaxMemory, fd)
-	} else {
-		concrete = limits.Scale(cfg.Resources.MaxMemory, systemFDs()/2)
-	}
-	partial := rcmgr.PartialLimitConfig{}
-	if v := cfg.Resources.MaxConns; v > 0 {
-		partial.System.Conns = rcmgr.LimitVal(v)
-	}
-	if v := cfg.Resources.MaxConnsInbound; v > 0 {
-		partial.System.ConnsInbound = rcmgr.LimitVal(v)
-	}
-	if v := cfg.Resources.MaxStreams; v > 0 {
-		partial.System.Streams = rcmgr.LimitVal(v)
-	}
-	concrete = partial.Build(concrete)
 	var opts []rcmgr.Option
 	if cfg.Metrics == nil {
 		opts = append(opts, rcmgr.WithMetricsDisabled())
 	} else {
 		rcmgr.MustRegisterWith(cfg.Metrics)
 	}
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(concrete), opts...)
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(resourceLimits(&cfg.Resources)), opts...)
+}
+
+// resourceLimits computes the concrete limits: libp2p's scaling rule at
+// MaxMemory, the system memory capped at exactly MaxMemory (the rule alone
+// would give 128 MiB more), then the explicit caps.
+func resourceLimits(r *ResourceLimits) rcmgr.ConcreteLimitConfig {
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	fd := r.MaxFD
+	if fd <= 0 {
+		fd = systemFDs() / 2
+	}
+	// Scale gives the system scope FDFraction (1) of fd descriptors, at
+	// least libp2p's base of 256.
+	concrete := limits.Scale(r.MaxMemory, fd)
+	partial := rcmgr.PartialLimitConfig{}
+	partial.System.Memory = rcmgr.LimitVal64(r.MaxMemory)
+	if v := r.MaxConns; v > 0 {
+		partial.System.Conns = rcmgr.LimitVal(v)
+	}
+	if v := r.MaxConnsInbound; v > 0 {
+		partial.System.ConnsInbound = rcmgr.LimitVal(v)
+	}
+	if v := r.MaxStreams; v > 0 {
+		partial.System.Streams = rcmgr.LimitVal(v)
+	}
+	return partial.Build(concrete)
 }
 
 // connManager builds the connection manager from the water marks.

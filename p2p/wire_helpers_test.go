@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 )
 
 // mkPeerID returns a deterministic Ed25519 peer ID for seed.
@@ -57,3 +59,29 @@ func pollUntil(t testing.TB, timeout time.Duration, what string, cond func() boo
 		}
 	}
 }
+
+// tcpHosts returns n real libp2p hosts on 127.0.0.1 (TCP, Noise or TLS,
+// yamux), connected in a full mesh and closed at the end of the test.
+func tcpHosts(t testing.TB, n int) []host.Host {
+	t.Helper()
+	hs := make([]host.Host, n)
+	for i := range hs {
+		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay(),
+			libp2p.NoTransports, libp2p.Transport(tcp.NewTCPTransport))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.Close() })
+		hs[i] = h
+	}
+	for i := range hs {
+		for j := i + 1; j < n; j++ {
+			if err := hs[i].Connect(context.Background(), peer.AddrInfo{ID: hs[j].ID(), Addrs: hs[j].Addrs()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return hs
+}
+
+func mocknetFull(n int) (mocknet.Mocknet, error) { return mocknet.FullMeshConnected(n) }
