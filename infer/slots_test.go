@@ -80,11 +80,11 @@ func (k *fakeKV) tokens(t *testing.T, s int) []int32 {
 }
 
 type active struct {
-	slot    int
-	prompt  []int32
-	pos     int
-	gen     int
-	maxGen  int
+	slot   int
+	prompt []int32
+	pos    int
+	gen    int
+	maxGen int
 }
 
 // TestSlotsMatchKV drives Slots with random request sequences against the

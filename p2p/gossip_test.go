@@ -200,11 +200,21 @@ func TestGossipPublishRefusesOthersIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g2.Close()
-	if _, err := g2.Join(testModel); err != nil {
+	t2, err := g2.Join(testModel)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g2.Join(testModel); err == nil {
 		t.Fatal("joined the same model twice")
+	}
+	if err := t2.Close(); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	if _, err := t2.Next(context.Background()); err == nil {
+		t.Fatal("Next after Close returned a message")
+	}
+	if _, err := g2.Join(testModel); err != nil {
+		t.Fatalf("join after leave: %v", err)
 	}
 }
 

@@ -35,10 +35,13 @@ type RTTStats struct {
 // How: each peer has a windowed minimum (Kathleen Nichols' algorithm, as
 // in BBR's min_rtt and Linux's win_minmax) over MinWindow, which is the
 // path's base delay, and an EWMA (gain Alpha) of samples capped at
-// SpikeFactor times that minimum. An isolated spike is capped and barely
-// moves the estimate; when spikeConfirm samples in a row exceed the cap,
-// the path itself has changed (a new route, a relay), and the estimator
-// restarts from the new sample instead of creeping up for a whole window.
+// SpikeFactor times that minimum, and the estimate itself never exceeds
+// that cap. An isolated spike is capped and barely moves the estimate;
+// when spikeConfirm samples in a row exceed the cap, the path itself has
+// changed (a new route), and the estimator restarts from the smallest of
+// those samples instead of staying capped for a whole window. (Most path
+// changes come with a reconnect, which forgets the peer anyway, and a
+// faster path is taken at once as a new minimum.)
 //
 // RTTEstimator is safe for concurrent use. It reads time only through
 // RTTConfig.Now.
@@ -50,8 +53,10 @@ type RTTEstimator struct {
 	peers map[peer.ID]*rttState
 }
 
-// spikeConfirm is how many capped samples in a row count as a path change.
-const spikeConfirm = 3
+// spikeConfirm is how many capped samples in a row count as a path change:
+// with 5% of pings stalled independently, five in a row happen once in
+// 3 million samples (a year of pings at 10 s).
+const spikeConfirm = 5
 
 type rttState struct {
 	min     minFilter
@@ -59,7 +64,8 @@ type rttState struct {
 	last    time.Duration
 	updated time.Time
 	n       int
-	spikes  int
+	spikes  int           // capped samples in a row
+	spikeLo time.Duration // the smallest of them
 }
 
 // NewRTTEstimator returns an empty estimator. cfg must pass the checks of
@@ -95,12 +101,16 @@ func (e *RTTEstimator) Observe(p peer.ID, d time.Duration) {
 	}
 	base := s.min.update(now, d, e.cfg.MinWindow)
 	x := float64(d)
-	if f := e.cfg.SpikeFactor; f > 0 && x > f*float64(base) {
+	f := e.cfg.SpikeFactor
+	if f > 0 && x > f*float64(base) {
+		if s.spikes == 0 || d < s.spikeLo {
+			s.spikeLo = d
+		}
 		s.spikes++
 		if s.spikes >= spikeConfirm {
-			// The path changed: start over from here.
-			s.min.reset(now, d)
-			s.srtt = x
+			// The path changed: start over from its smallest sample.
+			s.min.reset(now, s.spikeLo)
+			s.srtt = float64(s.spikeLo)
 			s.spikes = 0
 			return
 		}
@@ -109,6 +119,9 @@ func (e *RTTEstimator) Observe(p peer.ID, d time.Duration) {
 		s.spikes = 0
 	}
 	s.srtt += e.cfg.Alpha * (x - s.srtt)
+	if f > 0 {
+		s.srtt = min(s.srtt, f*float64(base))
+	}
 }
 
 // RTT returns the smoothed round-trip estimate for p, and false when there

@@ -109,26 +109,53 @@ func TestRTTPersistentPathChangeIsAdopted(t *testing.T) {
 		e.Observe("p", 10*ms)
 		clk.Advance(time.Second)
 	}
-	// The peer moved behind a relay: every sample is now 200 ms.
-	for i := range spikeConfirm {
-		e.Observe("p", 200*ms)
+	// The route changed: every sample is now about 200 ms.
+	slow := []time.Duration{210 * ms, 200 * ms, 230 * ms, 205 * ms, 220 * ms}
+	if len(slow) != spikeConfirm {
+		t.Fatalf("test assumes spikeConfirm = %d", len(slow))
+	}
+	for i, d := range slow {
+		e.Observe("p", d)
 		clk.Advance(time.Second)
 		if got := mustRTT(t, e, "p"); i < spikeConfirm-1 && got > 40*ms {
-			t.Fatalf("sample %d: estimate %v above the cap", i, got)
+			t.Fatalf("sample %d: estimate %v above the 4x cap", i, got)
 		}
 	}
 	st, _ := e.Stats("p")
 	if st.Smoothed != 200*ms || st.Min != 200*ms {
-		t.Fatalf("after %d slow samples: %+v, want 200ms both", spikeConfirm, st)
+		t.Fatalf("after %d slow samples: %+v, want the smallest of them (200ms) for both", spikeConfirm, st)
 	}
-	// And back to fast: a new minimum is taken at once, the EWMA follows.
+	// And back to fast: the new minimum is taken at once and the
+	// estimate drops to its cap at once, then follows the EWMA.
 	e.Observe("p", 10*ms)
 	st, _ = e.Stats("p")
-	if st.Min != 10*ms {
-		t.Fatalf("new minimum not taken: %+v", st)
+	if st.Min != 10*ms || st.Smoothed != 40*ms {
+		t.Fatalf("back to 10ms: %+v, want min 10ms and estimate capped at 40ms", st)
 	}
-	if want := 200*ms - 190*ms/8; !near(st.Smoothed, want, 10*time.Microsecond) {
-		t.Fatalf("smoothed %v, want %v", st.Smoothed, want)
+	// 30 ms off decays by 7/8 a sample: under 0.1 ms after 43.
+	for range 45 {
+		clk.Advance(time.Second)
+		e.Observe("p", 10*ms)
+	}
+	if got := mustRTT(t, e, "p"); !near(got, 10*ms, 100*time.Microsecond) {
+		t.Fatalf("did not settle at 10ms: %v", got)
+	}
+}
+
+func TestRTTSpikesInterruptedAreNotAPathChange(t *testing.T) {
+	clk := newFakeClock()
+	e := newTestEstimator(clk)
+	e.Observe("p", 10*ms)
+	for range 10 {
+		for range spikeConfirm - 1 {
+			clk.Advance(time.Second)
+			e.Observe("p", 300*ms)
+		}
+		clk.Advance(time.Second)
+		e.Observe("p", 10*ms)
+	}
+	if st, _ := e.Stats("p"); st.Min != 10*ms || st.Smoothed > 40*ms {
+		t.Fatalf("stalls broken by normal samples moved the estimate: %+v", st)
 	}
 }
 
@@ -274,5 +301,45 @@ func BenchmarkRTTRead(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		e.RTT("a")
+	}
+}
+
+// TestRTTFilterBeatsPlainEWMAOnStalls replays a 10 ms path with 0-1 ms
+// jitter where 5% of the pings stall 100-300 ms (a peer busy prefilling, a
+// GC pause) and compares the estimator with the plain EWMA the peerstore
+// keeps. The path's true round trip is the jitter's mean, 10.5 ms.
+func TestRTTFilterBeatsPlainEWMAOnStalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	clk := newFakeClock()
+	e := newTestEstimator(clk)
+	const truth = 10*ms + ms/2
+	var plain float64
+	var errOurs, errPlain, worstOurs, worstPlain time.Duration
+	const n = 5000
+	for i := range n {
+		d := 10*ms + time.Duration(rng.Int64N(int64(ms)))
+		if rng.Float64() < 0.05 {
+			d += 100*ms + time.Duration(rng.Int64N(int64(200*ms)))
+		}
+		clk.Advance(10 * time.Second)
+		e.Observe("p", d)
+		if i == 0 {
+			plain = float64(d)
+		} else {
+			plain += 0.125 * (float64(d) - plain)
+		}
+		ours := mustRTT(t, e, "p")
+		abs := func(x time.Duration) time.Duration { return max(x, -x) }
+		errOurs += abs(ours - truth)
+		errPlain += abs(time.Duration(plain) - truth)
+		worstOurs = max(worstOurs, abs(ours-truth))
+		worstPlain = max(worstPlain, abs(time.Duration(plain)-truth))
+	}
+	t.Logf("mean abs error: estimator %v, plain EWMA %v; worst: %v vs %v", errOurs/n, errPlain/n, worstOurs, worstPlain)
+	if errOurs*4 > errPlain {
+		t.Fatalf("estimator error %v not 4x below the plain EWMA's %v", errOurs/n, errPlain/n)
+	}
+	if worstOurs > 3*truth {
+		t.Fatalf("estimator strayed %v from a %v path", worstOurs, truth)
 	}
 }

@@ -70,4 +70,3 @@ func printEndpoints(addr, model string) {
 	fmt.Fprintf(os.Stderr, "  Ollama clients: OLLAMA_HOST=http://%s\n", addr)
 	fmt.Fprintf(os.Stderr, "  metrics: http://%s/metrics   health: http://%s/healthz\n", addr, addr)
 }
-

@@ -21,6 +21,10 @@ type Config struct {
 	// CacheTokens, when > 0, sets every peer's KV capacity in tokens
 	// (Profile.CacheCells).
 	CacheTokens int
+	// Running is how many requests an engine runs at once; its other
+	// slots only keep cached prefixes (0: all of Profile.Slots run, as in
+	// infer/sim). Load announcements report Running as the engine's slots.
+	Running int
 	// Net is the network between the peers.
 	Net Network
 	// Node is the routing policy of the gossiping peers (meshllm's Decide
@@ -232,7 +236,7 @@ func (c *Cluster) churn(ch Churn) {
 		return
 	}
 	// Back with an empty cache, a new epoch and a fresh view of the mesh.
-	p.eng = newEngine(c.l, p.prof)
+	p.eng = newEngine(c.l, p.prof, c.cfg.Running)
 	p.speeds = node.NewSpeeds(0, 0, 0)
 	if p.mesh != nil {
 		p.mesh, _ = node.NewMesh(node.MeshConfig{

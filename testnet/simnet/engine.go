@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/meshllm/meshllm/cache"
@@ -24,11 +25,12 @@ type engine struct {
 	slots *infer.Slots
 	base  time.Duration // PrefillBase, rounded as sim does
 
-	queue  []*job // waiting for a slot
-	active int
-	units  int    // free compute units
-	steps  []*job // waiting for a compute unit
-	served int
+	running int    // most requests holding a slot at once (<= Profile.Slots)
+	queue   []*job // waiting for a slot
+	active  []*job // holding one
+	units   int    // free compute units
+	steps   []*job // waiting for a compute unit
+	served  int
 }
 
 // job is one request on an engine.
@@ -45,10 +47,17 @@ type job struct {
 	onDone        func(*infer.Result)
 }
 
-func newEngine(l *loop, p sim.Profile) *engine {
+// newEngine returns an engine for p that runs at most running requests at
+// once (0: p.Slots, as infer/sim does); the other slots only keep cached
+// prefixes, as a unified KV cache with more sequences than the server's
+// parallel requests does.
+func newEngine(l *loop, p sim.Profile, running int) *engine {
 	p = p.WithDefaults()
+	if running <= 0 || running > p.Slots {
+		running = p.Slots
+	}
 	return &engine{
-		l: l, prof: p,
+		l: l, prof: p, running: running,
 		slots: infer.NewSlots(p.Slots, p.CacheCells, infer.NopKV{}),
 		base:  time.Duration(math.Round(p.PrefillBase * 1e9)),
 		units: p.Parallel,
@@ -65,7 +74,7 @@ func (e *engine) submit(prompt, reply []int32, onFirst func(), onDone func(*infe
 }
 
 func (e *engine) admit() {
-	for len(e.queue) > 0 {
+	for len(e.queue) > 0 && len(e.active) < e.running {
 		j := e.queue[0]
 		room := e.prof.ContextLength - len(j.prompt)
 		slot, cached, ok := e.slots.Acquire(j.prompt, min(len(j.reply), max(room, 1)), int64(e.l.now))
@@ -74,7 +83,7 @@ func (e *engine) admit() {
 		}
 		e.queue[0] = nil
 		e.queue = e.queue[1:]
-		e.active++
+		e.active = append(e.active, j)
 		j.slot, j.cached, j.pos = slot, cached, cached
 		j.prefill = e.l.now
 		e.prefill(j)
@@ -149,7 +158,9 @@ func (e *engine) run(j *job) {
 func (e *engine) finish(j *job) {
 	now := e.l.now
 	e.slots.Release(j.slot, int64(now))
-	e.active--
+	if i := slices.Index(e.active, j); i >= 0 {
+		e.active = slices.Delete(e.active, i, i+1)
+	}
 	e.served++
 	res := &infer.Result{
 		PromptTokens: len(j.prompt), CachedTokens: j.cached, GeneratedTokens: j.gen,
@@ -165,7 +176,7 @@ func (e *engine) finish(j *job) {
 func (e *engine) Stats() infer.Stats {
 	s := e.slots.Stats()
 	return infer.Stats{
-		Slots: s.Slots, Active: e.active, Queued: len(e.queue), QueueLimit: e.prof.QueueLimit,
+		Slots: e.running, Active: len(e.active), Queued: len(e.queue), QueueLimit: e.prof.QueueLimit,
 		CacheCells: s.Cells, CacheLimit: s.Capacity, CachedSeqs: s.Leaves, ServedTotal: e.served,
 	}
 }
@@ -175,3 +186,35 @@ func (e *engine) WithCache(fn func(*cache.Tree)) { fn(e.slots.Tree()) }
 
 // cachedPrefix is the exact local match.
 func (e *engine) cachedPrefix(p []int32) int { return e.slots.Match(p) }
+
+// service is the compute time of a request on this engine with cached
+// tokens already held: its whole prefill and decode.
+func (e *engine) service(prompt, cached, reply int) time.Duration {
+	d := e.prof.PrefillTime(prompt-cached, cached)
+	for k := 1; k < reply; k++ {
+		d += e.prof.DecodeTime(prompt + k - 1)
+	}
+	return d
+}
+
+// backlog is the compute time of the work the engine holds now: what is
+// left of its running requests and the whole of its queued ones (with the
+// prefixes cached now), divided among its compute units.
+func (e *engine) backlog() time.Duration {
+	var d time.Duration
+	for _, j := range e.active {
+		if j.pos < len(j.prompt) {
+			d += e.prof.PrefillTime(len(j.prompt)-j.pos, j.pos)
+			if j.pos != j.cached {
+				d -= e.base
+			}
+		}
+		for k := max(j.gen, 1); k < len(j.reply); k++ {
+			d += e.prof.DecodeTime(len(j.prompt) + k - 1)
+		}
+	}
+	for _, j := range e.queue {
+		d += e.service(len(j.prompt), min(e.slots.Match(j.prompt), len(j.prompt)-1), len(j.reply))
+	}
+	return d / time.Duration(min(e.prof.Parallel, e.running))
+}

@@ -32,7 +32,7 @@ type peer struct {
 // newPeer builds peer i; gossip wires its Mesh and Announce loop.
 func (c *Cluster) newPeer(i int, prof sim.Profile, gossip bool) (*peer, error) {
 	p := &peer{idx: i, id: peerID(i), prof: prof, up: true, speeds: node.NewSpeeds(0, 0, 0)}
-	p.eng = newEngine(c.l, prof)
+	p.eng = newEngine(c.l, prof, c.cfg.Running)
 	if !gossip {
 		return p, nil
 	}

@@ -73,7 +73,11 @@ func (paperPolicy) route(c *Cluster, entry int, prompt []int32, _ int) []int {
 	return out
 }
 
-// oracle is Decide's cost model on the exact state of every peer.
+// oracle knows every peer's exact state and the true link delays, and
+// sends each request where it will complete first if nothing else arrives:
+// the link out, the peer's exact backlog of work, the request's own
+// prefill (with that peer's exact cached prefix) and decode, and the link
+// back. Ties go to the entry peer, then to the smaller backlog.
 type oracle struct{}
 
 func (oracle) Name() string      { return "oracle" }
@@ -81,33 +85,27 @@ func (oracle) Centralised() bool { return true }
 func (oracle) kind() kind        { return central }
 func (oracle) reset(*Cluster)    {}
 func (oracle) route(c *Cluster, entry int, prompt []int32, reply int) []int {
-	pol := c.cfg.Node
-	pol.MinSaving, pol.MinSavingFraction, pol.StreamRoundTrips = 0, 0, 1
-	pol.Bandwidth = c.cfg.Net.bandwidth()
-	speeds := func(p *peer) (float64, float64) {
-		return 1 / max(p.prof.PrefillToken, 1e-12), 1 / max(p.prof.DecodeToken, 1e-12)
-	}
-	e := c.peers[entry]
-	st := e.eng.Stats()
-	pf, dc := speeds(e)
-	v := node.View{Now: wall(c.l.now), Local: node.LocalView{
-		Cached: e.eng.cachedPrefix(prompt), QueueDepth: st.Queued, Active: st.Active, Slots: st.Slots,
-		PrefillTokPerSec: pf, DecodeTokPerSec: dc,
-	}}
+	best, bestCost, bestBacklog := -1, time.Duration(0), time.Duration(0)
 	for i, p := range c.peers {
-		if i == entry || !p.up {
+		if !p.up && i != entry {
 			continue
 		}
-		st := p.eng.Stats()
-		pf, dc := speeds(p)
-		// Decide charges StreamRoundTrips x RTT; the harness pays one way
-		// out and one way back.
-		rtt := c.cfg.Net.OneWay(entry, i) + c.cfg.Net.OneWay(i, entry)
-		v.Peers = append(v.Peers, node.PeerView{
-			ID: p.id, EstimatedCached: p.eng.cachedPrefix(prompt), RTT: rtt, RTTKnown: true,
-			QueueDepth: st.Queued, Active: st.Active, Slots: st.Slots,
-			PrefillTokPerSec: pf, DecodeTokPerSec: dc, LoadAge: time.Duration(0),
-		})
+		cached := min(p.eng.cachedPrefix(prompt), len(prompt)-1)
+		backlog := p.eng.backlog()
+		cost := backlog + p.eng.service(len(prompt), max(cached, 0), reply)
+		if i != entry {
+			cost += c.cfg.Net.Delay(entry, i, 4*len(prompt)+requestOverhead) + c.cfg.Net.Delay(i, entry, pieceBytes)
+		}
+		better := best < 0 || cost < bestCost || (cost == bestCost && best != entry && backlog < bestBacklog)
+		if i == entry && cost <= bestCost {
+			better = true
+		}
+		if better {
+			best, bestCost, bestBacklog = i, cost, backlog
+		}
 	}
-	return c.indices(node.Decide(node.Route{PromptTokens: len(prompt), MaxTokens: reply}, v, pol))
+	if best == entry {
+		return nil
+	}
+	return []int{best}
 }

@@ -91,4 +91,3 @@ func Chat(cfg ChatConfig) (*Workload, error) {
 	}
 	return w, nil
 }
-

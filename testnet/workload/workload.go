@@ -116,8 +116,8 @@ func (w *Workload) add(s int, req Request) *Request {
 
 // Stats summarizes a workload's size.
 type Stats struct {
-	Requests, Sessions   int
-	PromptTokens         int     // all requests' prompt tokens
+	Requests, Sessions    int
+	PromptTokens          int     // all requests' prompt tokens
 	MeanPrompt, MeanReply float64 // tokens per request
 }
 
