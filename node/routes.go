@@ -50,6 +50,11 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(e.method+" "+e.path, s.wrap(e.api, e.path, e.h))
 		allowed[e.path] = append(allowed[e.path], e.method)
 	}
+	for _, e := range s.extra {
+		method, path, _ := strings.Cut(e.pattern, " ")
+		mux.Handle(e.pattern, s.wrap(apiMeta, path, e.h.ServeHTTP))
+		allowed[path] = append(allowed[path], method)
+	}
 	mux.Handle("/", s.wrap(apiMeta, "other", func(w http.ResponseWriter, r *http.Request) {
 		d := dialectOf(r.URL.Path)
 		if methods, ok := allowed[r.URL.Path]; ok {

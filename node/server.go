@@ -35,6 +35,7 @@ type Server struct {
 	handler http.Handler
 	idBase  string        // random per server, so IDs differ across peers
 	idSeq   atomic.Uint64 // makes IDs unique within the server
+	extra   []extraRoute  // added by WithRoute
 }
 
 // Option changes how NewServer builds a Server.
@@ -59,6 +60,30 @@ func WithClock(now func() time.Time) Option {
 			s.now = now
 		}
 	}
+}
+
+// WithRegistry makes the Server register its metrics on reg (and serve reg
+// at /metrics) instead of a registry of its own, so that the router's and
+// the p2p layer's metrics come out of the same endpoint.
+func WithRegistry(reg *prometheus.Registry) Option {
+	return func(s *Server) {
+		if reg != nil {
+			s.reg = reg
+		}
+	}
+}
+
+// WithRoute adds an endpoint (a GET/POST path pattern such as
+// "GET /v1/mesh") behind the same authentication and metrics as the APIs.
+func WithRoute(pattern string, h http.Handler) Option {
+	return func(s *Server) {
+		s.extra = append(s.extra, extraRoute{pattern: pattern, h: h})
+	}
+}
+
+type extraRoute struct {
+	pattern string
+	h       http.Handler
 }
 
 // NewServer builds the HTTP API serving gen (an infer.Engine, or the mesh

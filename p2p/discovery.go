@@ -237,7 +237,10 @@ func (h *Host) FindPeers(ctx context.Context, ns string) ([]peer.AddrInfo, error
 // JoinNamespace advertises this peer in ns and, until ctx ends or the
 // Host closes, looks up the other peers of ns and connects to those not
 // connected yet: every DiscoveryInterval, and with the advertise backoff
-// while lookups find nobody (a mesh that is just forming).
+// while lookups find nobody (a mesh that is just forming). It dials no
+// more than the connection manager's low water allows, a random choice of
+// the peers found, so that a big mesh does not churn connections the
+// manager would trim again.
 func (h *Host) JoinNamespace(ctx context.Context, ns string) error {
 	if err := h.Advertise(ctx, ns); err != nil {
 		return err
@@ -252,6 +255,23 @@ func (h *Host) JoinNamespace(ctx context.Context, ns string) error {
 	return nil
 }
 
+// dialBudget returns the peers of found that are not connected, in random
+// order, at most as many as keep the connection count at low water.
+func (h *Host) dialBudget(found []peer.AddrInfo) []peer.AddrInfo {
+	var fresh []peer.AddrInfo
+	for _, pi := range found {
+		if h.h.Network().Connectedness(pi.ID) != network.Connected {
+			fresh = append(fresh, pi)
+		}
+	}
+	room := max(h.cfg.ConnLowWater-len(h.h.Network().Peers()), 0)
+	if len(fresh) <= room {
+		return fresh
+	}
+	rand.Shuffle(len(fresh), func(i, j int) { fresh[i], fresh[j] = fresh[j], fresh[i] })
+	return fresh[:room]
+}
+
 func (h *Host) discoverLoop(ctx context.Context, ns string) {
 	bo := backoff{min: h.cfg.AdvertiseRetryMin, max: h.cfg.DiscoveryInterval}
 	for {
@@ -261,7 +281,7 @@ func (h *Host) discoverLoop(ctx context.Context, ns string) {
 		if ctx.Err() != nil {
 			return
 		}
-		n := h.connectAll(ctx, found)
+		n := h.connectAll(ctx, h.dialBudget(found))
 		wait := h.cfg.DiscoveryInterval
 		if len(found) == 0 {
 			wait = bo.next()

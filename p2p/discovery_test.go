@@ -192,3 +192,30 @@ func TestBootstrapRetriesUntilTheNodeComesUp(t *testing.T) {
 		t.Fatal("bootstrapped but not connected to the node")
 	}
 }
+
+func TestDialBudgetStopsAtLowWater(t *testing.T) {
+	cfg := testConfig(false)
+	cfg.ConnLowWater, cfg.ConnHighWater = 3, 6
+	h := newTestHost(t, cfg)
+	var found []peer.AddrInfo
+	for i := range 10 {
+		found = append(found, peer.AddrInfo{ID: peer.ID(fmt.Sprint("p", i))})
+	}
+	if got := h.dialBudget(found); len(got) != 3 {
+		t.Fatalf("budget with no connections: %d peers, want 3", len(got))
+	}
+	other := newTestHost(t, testConfig(false))
+	infos, _ := ParseBootstrapPeers(bootstrapAddrs(other))
+	if err := h.LibP2P().Connect(context.Background(), infos[0]); err != nil {
+		t.Fatal(err)
+	}
+	got := h.dialBudget(append(found, infos[0]))
+	if len(got) != 2 {
+		t.Fatalf("budget with one connection: %d peers, want 2", len(got))
+	}
+	for _, pi := range got {
+		if pi.ID == other.ID() {
+			t.Fatal("budget includes a connected peer")
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestHostAddrsAreDialableP2PAddrs(t *testing.T) {
@@ -231,4 +232,26 @@ func TestHostPingsPeersAndForgetsOnDisconnect(t *testing.T) {
 		_, ok := a.RTT(b.ID())
 		return !ok && a.LibP2P().Network().Connectedness(b.ID()) != network.Connected
 	})
+}
+
+// TestMetricsGoToTheGivenRegistry: libp2p's metrics land in the registry
+// of Config.Metrics, and two hosts can share one registry.
+func TestMetricsGoToTheGivenRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for range 2 {
+		cfg := testConfig(false)
+		cfg.Metrics = reg
+		newTestHost(t, cfg)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	if !strings.Contains(strings.Join(names, " "), "libp2p_") {
+		t.Fatalf("no libp2p metrics registered: %v", names)
+	}
 }

@@ -226,7 +226,7 @@ func TestRTTNoSpikeCap(t *testing.T) {
 func TestMinFilterProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const win = 10 * time.Second
-	for run := range 200 {
+	for run := range 100 {
 		type sample struct {
 			t time.Time
 			v time.Duration

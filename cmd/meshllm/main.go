@@ -1,5 +1,6 @@
 // Command meshllm runs a meshllm peer and its tools.
 //
+//	meshllm join --model PATH|NAME      serve a model and join the mesh
 //	meshllm serve --model PATH|NAME     serve a model over the OpenAI and Ollama APIs
 //	meshllm demo                        start a peer on stories260K and send it real requests
 //	meshllm calibrate --model PATH      measure the engine and write a sim profile
@@ -45,6 +46,7 @@ func newApp() *cli.App {
 			return nil
 		},
 		Commands: []*cli.Command{
+			joinCommand(),
 			serveCommand(),
 			demoCommand(),
 			calibrateCommand(),

@@ -37,8 +37,7 @@ func (f forwarder) Forward(ctx context.Context, to node.PeerID, req infer.Reques
 			RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN, Seed: s.Seed,
 			MaxTokens: s.MaxTokens, Stop: s.Stop,
 		},
-		Hops:            1,
-		EstimatedCached: estimatedCached,
+		EstimatedCached: estimatedCached, // Hops stays 0: the client marks it forwarded
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		wr.Deadline = dl

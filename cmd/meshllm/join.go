@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/meshllm/meshllm/cache"
+	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/p2p"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+)
+
+// meshFlags configure the p2p side of `meshllm join`.
+func meshFlags() []cli.Flag {
+	d := p2p.DefaultConfig()
+	return []cli.Flag{
+		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "p2p-listen", Value: cli.NewStringSlice(d.ListenAddrs...), EnvVars: []string{"MESHLLM_P2P_LISTEN"},
+			Usage: "libp2p listen multiaddrs (TCP and QUIC)"}),
+		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "bootstrap", EnvVars: []string{"MESHLLM_BOOTSTRAP"},
+			Usage: "multiaddr of a peer to join through (repeatable); a bootstrap peer prints its own"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "data-dir", Value: defaultDataDir(), EnvVars: []string{"MESHLLM_DATA_DIR"},
+			Usage: "where the peer keeps its identity key"}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "bootstrap-node", EnvVars: []string{"MESHLLM_BOOTSTRAP_NODE"},
+			Usage: "also act as a bootstrap/relay peer: DHT server, AutoNAT and circuit-relay service"}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "mdns", Value: d.EnableMDNS, EnvVars: []string{"MESHLLM_MDNS"},
+			Usage: "find peers on the local network with mDNS"}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "loopback", EnvVars: []string{"MESHLLM_LOOPBACK"},
+			Usage: "testnet preset for many peers on one machine: 127.0.0.1, random ports, DHT server, no NAT traversal"}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "wan", EnvVars: []string{"MESHLLM_WAN"},
+			Usage: "routing policy for peers across the internet (larger margins, staler digests tolerated)"}),
+	}
+}
+
+func defaultDataDir() string {
+	if d, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(d, "meshllm")
+	}
+	return ".meshllm"
+}
+
+func joinCommand() *cli.Command {
+	flags := append(engineFlags(), httpFlags()...)
+	flags = append(flags, meshFlags()...)
+	flags = append(flags, &cli.StringFlag{Name: "config", EnvVars: []string{"MESHLLM_CONFIG"},
+		Usage: "YAML file with any of these flags as keys (flags and env vars win over it)"})
+	return &cli.Command{
+		Name:   "join",
+		Usage:  "serve a model and join the mesh: route each request to the peer that holds its prefix when that is faster",
+		Flags:  flags,
+		Before: altsrc.InitInputSourceWithContext(flags, altsrc.NewYamlSourceFromFlagFunc("config")),
+		Action: func(c *cli.Context) error {
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return join(ctx, c)
+		},
+	}
+}
+
+// p2pConfig builds the libp2p configuration from the flags.
+func p2pConfig(c *cli.Context, reg prometheus.Registerer) p2p.Config {
+	cfg := p2p.DefaultConfig()
+	if c.Bool("loopback") {
+		cfg = p2p.LoopbackConfig()
+	}
+	if c.IsSet("p2p-listen") || !c.Bool("loopback") {
+		cfg.ListenAddrs = c.StringSlice("p2p-listen")
+	}
+	cfg.BootstrapPeers = c.StringSlice("bootstrap")
+	cfg.DataDir = c.String("data-dir")
+	cfg.BootstrapNode = c.Bool("bootstrap-node")
+	if c.IsSet("mdns") || !c.Bool("loopback") {
+		cfg.EnableMDNS = c.Bool("mdns")
+	}
+	cfg.Metrics = reg
+	cfg.Logger = slog.Default()
+	return cfg
+}
+
+// join runs one mesh peer until ctx ends.
+func join(ctx context.Context, c *cli.Context) error {
+	if c.Bool("loopback") && !c.IsSet("threads") {
+		// Many peers share this machine's cores, and ggml's threads
+		// spin-wait: one thread each avoids the oversubscription stalls.
+		c.Set("threads", "1")
+	}
+	eng, err := loadEngine(c)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	info := eng.Info()
+	reg := prometheus.NewRegistry()
+
+	pcfg := p2pConfig(c, reg)
+	if err := os.MkdirAll(pcfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	host, err := p2p.New(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	self := host.ID()
+
+	gossip, err := p2p.NewGossip(ctx, host.LibP2P(), p2p.GossipOptions{})
+	if err != nil {
+		return err
+	}
+	defer gossip.Close()
+	topic, err := gossip.Join(info.ID)
+	if err != nil {
+		return err
+	}
+
+	policy := node.DefaultPolicy()
+	if c.Bool("wan") {
+		policy = node.WANPolicy()
+	}
+	mesh, err := node.NewMesh(node.MeshConfig{
+		Self: node.PeerID(self.String()), Model: info.ID, ModelName: info.Name,
+		RTT: rttSource{h: host, limited: limitedTracker(host)}, Policy: policy,
+	})
+	if err != nil {
+		return err
+	}
+	speeds := node.NewSpeeds(0, 0, 0)
+	client := p2p.NewInferClient(host.LibP2P(), p2p.InferClientOptions{Observe: host.ObserveRTT})
+	router, err := node.NewRouter(node.RouterConfig{
+		Engine: eng, Mesh: mesh, Forwarder: forwarder{client: client, model: info.ID},
+		Speeds: speeds, Registry: reg, Logger: slog.Default(),
+	})
+	if err != nil {
+		return err
+	}
+	infersvc := p2p.NewInferService(host.LibP2P(), serveForwarded(router, info.ID), p2p.InferServiceOptions{})
+	defer infersvc.Close()
+
+	epoch := uint64(time.Now().UnixNano())
+	source, err := cache.NewSource(cache.SourceConfig{Peer: self.String(), Model: info.ID, Epoch: epoch})
+	if err != nil {
+		return err
+	}
+	ann, err := node.NewAnnounce(node.AnnounceConfig{
+		Cache: eng, Stats: eng, Source: source, Speeds: speeds, Policy: policy,
+		Publish: announcer{topic: topic, self: self, epoch: epoch}, Logger: slog.Default(),
+	})
+	if err != nil {
+		return err
+	}
+	snapsvc := p2p.NewSnapshotService(host.LibP2P(), func(model string) ([]byte, bool) {
+		if model != info.ID {
+			return nil, false
+		}
+		d := ann.Snapshot()
+		if d == nil {
+			return nil, false
+		}
+		b, err := d.MarshalBinary()
+		return b, err == nil
+	})
+	defer snapsvc.Close()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	run(func() { ann.Run(ctx) })
+	run(func() { receiveGossip(ctx, topic, mesh, host) })
+	run(func() { watchPeers(ctx, host, mesh) })
+	run(func() { pullSnapshots(ctx, host, mesh, info.ID) })
+	run(func() {
+		if err := host.JoinNamespace(ctx, p2p.ModelNamespace(info.ID)); err != nil && ctx.Err() == nil {
+			slog.Warn("discovery stopped", "err", err)
+		}
+	})
+
+	srv, err := node.NewServer(httpConfig(c), router, node.WithRegistry(reg),
+		node.WithRoute("GET /v1/mesh", router.MeshHandler()), node.WithLogger(slog.Default()))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", srv.Config().ListenAddr)
+	if err != nil {
+		return err
+	}
+	printJoin(host, ln.Addr().String(), info.Name)
+	err = srv.Serve(ctx, ln)
+	cancel()
+	if errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// printJoin tells the user who the peer is and how to use it.
+func printJoin(h *p2p.Host, httpAddr, model string) {
+	fmt.Fprintf(os.Stderr, "peer %s\n", h.ID())
+	for _, a := range h.Addrs() {
+		fmt.Fprintf(os.Stderr, "  bootstrap others with: --bootstrap %s\n", a)
+	}
+	printEndpoints(httpAddr, model)
+	fmt.Fprintf(os.Stderr, "  mesh: http://%s/v1/mesh   (meshllm status --api http://%s)\n", httpAddr, httpAddr)
+	// Machine-readable lines for scripts and tests.
+	fmt.Printf("MESHLLM_PEER=%s\nMESHLLM_HTTP=%s\n", h.ID(), httpAddr)
+	for _, a := range h.Addrs() {
+		fmt.Printf("MESHLLM_ADDR=%s\n", a)
+	}
+}
+
+// receiveGossip applies other peers' digests and loads to the mesh view.
+func receiveGossip(ctx context.Context, topic *p2p.Topic, mesh *node.Mesh, host *p2p.Host) {
+	for {
+		msg, err := topic.Next(ctx)
+		if err != nil {
+			return
+		}
+		from := node.PeerID(msg.From.String())
+		now := time.Now()
+		switch {
+		case msg.Digest != nil:
+			if _, err := mesh.ApplyDigest(from, msg.Digest, now); err != nil {
+				slog.Debug("digest rejected", "from", from, "err", err)
+			}
+		case msg.Load != nil:
+			l := msg.Load
+			mesh.ApplyLoad(from, node.Load{
+				QueueDepth: l.QueueDepth, Active: l.Active, Slots: l.Slots, PushBack: l.PushBack,
+				PrefillTokPerSec: l.PrefillTokPerSec, DecodeTokPerSec: l.DecodeTokPerSec, Seq: l.Seq,
+			}, now)
+		}
+	}
+}
+
+// watchPeers tells the mesh when a peer's last connection closes.
+func watchPeers(ctx context.Context, host *p2p.Host, mesh *node.Mesh) {
+	events, err := host.SubscribePeers(ctx)
+	if err != nil {
+		return
+	}
+	for ev := range events {
+		if !ev.Connected {
+			mesh.PeerDown(node.PeerID(ev.Peer.String()))
+		}
+	}
+}
+
+// pullSnapshots is the anti-entropy loop: replicas that saw a gap or a new
+// epoch get the peer's full snapshot over a stream; silent peers expire.
+func pullSnapshots(ctx context.Context, host *p2p.Host, mesh *node.Mesh, model string) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		mesh.Expire(time.Now())
+		for _, id := range mesh.NeedSnapshots() {
+			pid, err := peer.Decode(string(id))
+			if err != nil {
+				continue
+			}
+			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			d, err := p2p.FetchSnapshot(fctx, host.LibP2P(), pid, model)
+			cancel()
+			if err != nil {
+				slog.Debug("snapshot pull failed", "peer", id, "err", err)
+				continue
+			}
+			mesh.ApplyDigest(id, d, time.Now())
+		}
+	}
+}
+
+// limitedTracker reports whether all connections to a peer are relayed.
+func limitedTracker(h *p2p.Host) func(peer.ID) bool {
+	return func(p peer.ID) bool {
+		conns := h.LibP2P().Network().ConnsToPeer(p)
+		if len(conns) == 0 {
+			return false
+		}
+		for _, c := range conns {
+			if !c.Stat().Limited {
+				return false
+			}
+		}
+		return true
+	}
+}
+
