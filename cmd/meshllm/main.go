@@ -52,6 +52,7 @@ func newApp() *cli.App {
 			calibrateCommand(),
 			modelCommand(),
 			benchEngineCommand(),
+			benchCommand(),
 		},
 	}
 }
