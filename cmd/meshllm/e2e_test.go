@@ -26,6 +26,11 @@ import (
 var storiesPath = filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf")
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		// Multi-process tests re-run this binary as the meshllm command.
+		main()
+		os.Exit(0)
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	os.Exit(m.Run())
 }
