@@ -34,7 +34,7 @@ func (s *Server) endpoints() []endpoint {
 		{"POST", "/api/show", apiOllama, s.handleShow},
 		{"GET", "/api/ps", apiOllama, s.handlePS},
 		{"GET", "/api/version", apiOllama, s.handleVersion},
-		{"GET", "/{$}", apiMeta, s.handleRoot}, // GET patterns answer HEAD too
+		{"GET", "/{$}", apiMeta, s.serveRoot}, // GET patterns answer HEAD too; browsers get the dashboard
 		{"GET", "/healthz", apiMeta, s.handleHealthz},
 		{"GET", "/metrics", apiMeta, s.handleMetrics},
 	}

@@ -48,6 +48,8 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			joinCommand(),
 			serveCommand(),
+			statusCommand(),
+			peersCommand(),
 			demoCommand(),
 			calibrateCommand(),
 			modelCommand(),
