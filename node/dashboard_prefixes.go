@@ -9,32 +9,42 @@ import (
 	"github.com/meshllm/meshllm/cache"
 )
 
-// HotPrefix is one cached prefix as the dashboard shows it.
+// HotPrefix is one cached prefix, or a family of them, as the dashboard
+// shows it.
 type HotPrefix struct {
 	// Label names the prefix in a few words: the text of its first tokens
-	// when a detokenizer is given, else a short hash of them (prefixes
-	// that start alike share it, so a family of prompts is recognisable).
+	// when a detokenizer is given, else a short hash of them. Cached
+	// sequences with the same label (prompts that start alike: one system
+	// prompt, different questions) are one entry.
 	Label string `json:"label"`
-	// Tokens is the prefix's length; Slots how many engine slots hold it.
-	Tokens int `json:"tokens"`
-	Slots  int `json:"slots"`
+	// Tokens is the longest such sequence's length, Sequences how many
+	// distinct sequences share the label, Slots how many engine slots hold
+	// them.
+	Tokens    int `json:"tokens"`
+	Sequences int `json:"sequences"`
+	Slots     int `json:"slots"`
 }
 
 // labelTokens is how many leading tokens name a prefix.
 const labelTokens = 32
 
 // HotPrefixes returns a DashboardConfig.HotPrefixes over an engine's
-// radix tree (an infer/sim or llama engine is a CacheHolder): the n
-// most recently used cached sequences, most recent first, each labelled by
-// label(first tokens) or, when label is nil, by a hash of its first 32
-// tokens. The tree is read under the engine's lock (one walk); label runs
-// after the lock is released, so it may be slow-ish (a detokenizer).
+// radix tree (an infer/sim or llama engine is a CacheHolder): the n most
+// recently used families of cached sequences, most recent first, each
+// labelled by label(its first 32 tokens) or, when label is nil or returns
+// "", by a hash of them. The tree is read under the engine's lock (one
+// walk); label runs after the lock is released, so it may be slow-ish (a
+// detokenizer). The returned func is safe for concurrent use when label is.
 func HotPrefixes(c CacheHolder, n int, label func(tokens []int32) string) func() []HotPrefix {
 	type leaf struct {
 		head   []int32
 		tokens int
 		slots  int
 		used   int64
+	}
+	type family struct {
+		HotPrefix
+		used int64
 	}
 	return func() []HotPrefix {
 		var leaves []leaf
@@ -47,14 +57,9 @@ func HotPrefixes(c CacheHolder, n int, label func(tokens []int32) string) func()
 				leaves = append(leaves, l)
 			})
 		})
-		slices.SortStableFunc(leaves, func(a, b leaf) int {
-			if c := cmp.Compare(b.used, a.used); c != 0 {
-				return c
-			}
-			return cmp.Compare(b.tokens, a.tokens)
-		})
-		out := make([]HotPrefix, 0, min(n, len(leaves)))
-		for _, l := range leaves[:min(n, len(leaves))] {
+		byLabel := map[string]*family{}
+		var fams []*family
+		for _, l := range leaves {
 			name := ""
 			if label != nil {
 				name = label(l.head)
@@ -62,7 +67,26 @@ func HotPrefixes(c CacheHolder, n int, label func(tokens []int32) string) func()
 			if name == "" {
 				name = hashLabel(l.head)
 			}
-			out = append(out, HotPrefix{Label: name, Tokens: l.tokens, Slots: l.slots})
+			f, ok := byLabel[name]
+			if !ok {
+				f = &family{HotPrefix: HotPrefix{Label: name}}
+				byLabel[name] = f
+				fams = append(fams, f)
+			}
+			f.Tokens = max(f.Tokens, l.tokens)
+			f.Sequences++
+			f.Slots += l.slots
+			f.used = max(f.used, l.used)
+		}
+		slices.SortStableFunc(fams, func(a, b *family) int {
+			if c := cmp.Compare(b.used, a.used); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.Tokens, a.Tokens)
+		})
+		out := make([]HotPrefix, 0, min(n, len(fams)))
+		for _, f := range fams[:min(n, len(fams))] {
+			out = append(out, f.HotPrefix)
 		}
 		return out
 	}

@@ -30,6 +30,9 @@ type PeerStatus struct {
 	CooldownUntil  *time.Time `json:"cooldown_until,omitempty"`
 	CooldownReason string     `json:"cooldown_reason,omitempty"`
 	Failures       int        `json:"failures,omitempty"`
+	// Trust is the router's trust in the peer's claims, in [0, 1] (see
+	// Trust); absent when trust is off.
+	Trust *float64 `json:"trust,omitempty"`
 }
 
 // Peers reports every known peer, sorted by ID, for /v1/mesh and

@@ -48,6 +48,12 @@ type RouterConfig struct {
 	Now func() time.Time
 	// Recent is how many decisions the ring buffer keeps; 0 means 256.
 	Recent int
+	// Trust judges each forward's result against the peer's claims and
+	// scales what distrusted peers claim (see Trust); nil means a new one
+	// with DefaultTrustConfig. Share it with the gossip score.
+	Trust *Trust
+	// NoTrust turns trust off: every peer's claims are taken as they come.
+	NoTrust bool
 }
 
 // Router is the mesh router: a Generator that serves each request locally
@@ -86,6 +92,7 @@ type Router struct {
 	now    func() time.Time
 	met    *routerMetrics
 	recent *recent
+	trust  *Trust // nil: off
 }
 
 // compile-time check: a Router is a Generator.
@@ -113,10 +120,18 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Trust == nil && !cfg.NoTrust {
+		if cfg.Trust, err = NewTrust(DefaultTrustConfig()); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.NoTrust {
+		cfg.Trust = nil
+	}
 	return &Router{
 		eng: cfg.Engine, info: cfg.Engine.Info(), mesh: cfg.Mesh, fwd: cfg.Forwarder,
 		policy: cfg.Mesh.Policy(), speeds: cfg.Speeds, log: cfg.Logger, now: cfg.Now,
-		met: met, recent: newRecent(cfg.Recent),
+		met: met, recent: newRecent(cfg.Recent), trust: cfg.Trust,
 	}, nil
 }
 
@@ -161,7 +176,7 @@ func (r *Router) Generate(ctx context.Context, req infer.Request, emit func(infe
 	start := r.now()
 	v := View{Now: start, Local: r.LocalView(req.Prompt)}
 	if r.fwd != nil {
-		v = r.mesh.View(req.Prompt, v.Local, start)
+		v = r.trustView(r.mesh.View(req.Prompt, v.Local, start))
 	}
 	d := Decide(Route{PromptTokens: len(req.Prompt), MaxTokens: req.Sampling.MaxTokens}, v, r.policy)
 	r.met.decideSeconds.Observe(r.now().Sub(start).Seconds())
@@ -197,7 +212,9 @@ func (r *Router) execute(ctx context.Context, req infer.Request, d Decision, emi
 	}
 	st := &stream{emit: emit, start: r.now(), now: r.now}
 	for _, c := range d.Candidates {
+		began := r.now()
 		res, out, err := r.forward(ctx, c, req, st)
+		r.judge(c, res, out, began)
 		rec.Attempts = append(rec.Attempts, Attempt{Peer: c.Peer, Outcome: out, Pieces: st.piecesOf(c.Peer), Err: errString(err)})
 		switch out {
 		case outcomeServed:

@@ -35,6 +35,7 @@ func (r *Router) Status(withRecent bool) MeshStatus {
 		Local: LocalStatus{QueueDepth: st.Queued, Active: st.Active, Slots: st.Slots, PrefillTokPerSec: pf, DecodeTokPerSec: dc},
 		Peers: r.mesh.Peers(r.now()),
 	}
+	r.annotateTrust(s.Peers, r.now())
 	if withRecent {
 		s.Recent = r.Recent()
 	}

@@ -67,11 +67,13 @@ func DefaultTrustConfig() TrustConfig {
 		// 0.05: recovering from one miss takes ten honest results; lying
 		// costs more than honesty earns.
 		HitCredit: 0.05,
-		// 10 minutes: an excluded peer (0.125) comes back above 0.2 after
-		// ~1.4 minutes of silence... of its distrust halving, i.e. once
-		// 1 - 0.875 x 2^(-t/10min) >= 0.2, about 1.3 min; then one more
-		// failed claim excludes it again.
-		RecoveryHalfLife: 10 * time.Minute,
+		// 30 minutes: an excluded peer (0.125 after three misses) is a
+		// candidate again after about 4 minutes (distrust 0.875 -> 0.8),
+		// and one more failed claim excludes it again (0.1) for 5 more: a
+		// liar gets about one forward per origin every 4-5 minutes, while
+		// an honest peer that had a bad streak is back to full weight
+		// within the hour.
+		RecoveryHalfLife: 30 * time.Minute,
 		ExcludeBelow:     0.2,
 		// Gossip penalties start only at half trust: one eviction race
 		// must not cost an honest peer its gossip. At 0.125 (three misses)

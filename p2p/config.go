@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -123,6 +125,11 @@ type Config struct {
 	// Resources bounds what the libp2p stack may use in total.
 	Resources ResourceLimits
 
+	// ConnectionGater, when set, vets every connection (a *Gater: an
+	// allowlist of peer IDs, and peers blocked by the membership
+	// handshake); nil admits every peer.
+	ConnectionGater connmgr.ConnectionGater
+
 	// DialTimeout bounds one dial of a peer (all its addresses).
 	DialTimeout time.Duration
 
@@ -177,6 +184,10 @@ type ResourceLimits struct {
 	MaxConnsInbound int
 	// MaxStreams caps open streams over all peers (0 = the scaled value).
 	MaxStreams int
+	// Protocols caps the inbound streams of meshllm's protocols, over all
+	// peers and per peer; nil means DefaultProtocolLimits (infer 128 and
+	// 16 a peer, snapshot and membership 64 and 4), an empty map none.
+	Protocols map[protocol.ID]ProtocolLimit
 }
 
 // RTTConfig configures round-trip estimation.

@@ -32,6 +32,11 @@ type GossipOptions struct {
 	BufferSize int
 	// NoScoring turns peer scoring off (tests of the validator alone).
 	NoScoring bool
+	// AppScore is the application-specific score (P5, weight 1) of each
+	// peer: the node's trust in it, membership (see AppScores); nil means
+	// 0 for every peer. It is called from GossipSub's scoring with its
+	// lock held: it must be fast and must not call into the Gossip.
+	AppScore func(peer.ID) float64
 	// PubSubOptions are appended to the options this package sets.
 	PubSubOptions []pubsub.Option
 }
@@ -88,7 +93,7 @@ func NewGossip(ctx context.Context, h host.Host, opts GossipOptions) (*Gossip, e
 		pubsub.WithMaxMessageSize(max(opts.MaxMessageBytes+64<<10, 1<<20)),
 	}
 	if !opts.NoScoring {
-		po = append(po, pubsub.WithPeerScore(scoreParams(), scoreThresholds()))
+		po = append(po, pubsub.WithPeerScore(scoreParams(opts.AppScore), scoreThresholds()))
 	}
 	po = append(po, opts.PubSubOptions...)
 	ps, err := pubsub.NewGossipSub(ctx, h, po...)

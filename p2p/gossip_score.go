@@ -35,13 +35,19 @@ func scoreThresholds() *pubsub.PeerScoreThresholds {
 	}
 }
 
-// scoreParams returns the peer-level score parameters.
-func scoreParams() *pubsub.PeerScoreParams {
+// scoreParams returns the peer-level score parameters; app is the
+// application score (nil: 0).
+func scoreParams(app func(peer.ID) float64) *pubsub.PeerScoreParams {
+	if app == nil {
+		app = func(peer.ID) float64 { return 0 }
+	}
 	return &pubsub.PeerScoreParams{
 		Topics:        map[string]*pubsub.TopicScoreParams{},
 		TopicScoreCap: 50, // positive topic credit is capped: misbehaviour always shows
-		// P5: no application score yet (0 for every peer).
-		AppSpecificScore:  func(peer.ID) float64 { return 0 },
+		// P5: the node's trust and membership (GossipOptions.AppScore);
+		// with the thresholds below, -10 stops gossip with the peer, -50
+		// publishing to it, -80 graylists it.
+		AppSpecificScore:  app,
 		AppSpecificWeight: 1,
 		// P6: more than 8 peers from one IP cost (n-8)^2 each; loopback is
 		// exempt (tests and several peers on one machine).

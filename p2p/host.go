@@ -132,6 +132,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		opts = append(opts, libp2p.DisableMetrics())
 	}
 	opts = append(opts, natOptions(&cfg, boot)...)
+	if cfg.ConnectionGater != nil {
+		opts = append(opts, libp2p.ConnectionGater(cfg.ConnectionGater))
+	}
 
 	lh, err := libp2p.New(opts...)
 	if err != nil {

@@ -47,6 +47,7 @@ func resourceLimits(r *ResourceLimits) rcmgr.ConcreteLimitConfig {
 	if v := r.MaxStreams; v > 0 {
 		partial.System.Streams = rcmgr.LimitVal(v)
 	}
+	applyProtocolLimits(&partial, r.Protocols)
 	return partial.Build(concrete)
 }
 

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/p2p"
 	"github.com/meshllm/meshllm/testnet/mmlu"
 	"github.com/urfave/cli/v2"
 )
@@ -52,13 +52,13 @@ func firstExisting(paths []string) string {
 }
 
 func demoCommand() *cli.Command {
-	flags := append(engineFlags(), httpFlags()...)
-	flags = append(flags,
+	flags := append(engineFlags(),
+		&cli.IntFlag{Name: "peers", Value: 3, Usage: "peers in the local mesh (the first is also the bootstrap peer)"},
 		&cli.StringFlag{Name: "mmlu", Usage: "MMLU data directory (default: ../shared/data/mmlu)"},
-		&cli.BoolFlag{Name: "keep", Usage: "keep serving after the demo requests, until Ctrl-C"})
+		&cli.BoolFlag{Name: "keep", Usage: "keep the mesh running after the demo requests, until Ctrl-C"})
 	return &cli.Command{
 		Name:  "demo",
-		Usage: "start a peer on the tiny stories260K model and send it real requests (the quick start)",
+		Usage: "start a local mesh of peers on the tiny stories260K model and send it real requests (the quick start)",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			if c.String("model") == "" {
@@ -68,73 +68,181 @@ func demoCommand() *cli.Command {
 				}
 				c.Set("model", m)
 			}
-			if !c.IsSet("listen") {
-				c.Set("listen", "127.0.0.1:0")
+			if !c.IsSet("threads") {
+				c.Set("threads", "1") // several engines share the cores; ggml threads spin
+			}
+			if !c.IsSet("slots") {
+				c.Set("slots", "2")
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			eng, err := loadEngine(c)
-			if err != nil {
-				return err
-			}
-			defer eng.Close()
-			cfg := httpConfig(c)
-			srv, err := node.NewServer(cfg, eng)
-			if err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", cfg.ListenAddr)
-			if err != nil {
-				return err
-			}
-			addr := ln.Addr().String()
-			serveCtx, stopServe := context.WithCancel(ctx)
-			served := make(chan error, 1)
-			go func() { served <- srv.Serve(serveCtx, ln) }()
-			printEndpoints(addr, eng.Info().Name)
-
-			err = runDemo(ctx, os.Stdout, "http://"+addr, eng.Info().Name, firstExisting(append([]string{c.String("mmlu")}, defaultMMLUCandidates()...)))
-			if err == nil && c.Bool("keep") {
-				fmt.Fprintln(os.Stderr, "serving until Ctrl-C")
-				<-ctx.Done()
-			}
-			stopServe()
-			if serr := <-served; serr != nil && !errors.Is(serr, context.Canceled) && !errors.Is(serr, http.ErrServerClosed) {
-				return serr
-			}
-			return err
+			return runDemo(ctx, c, os.Stdout, max(1, c.Int("peers")),
+				firstExisting(append([]string{c.String("mmlu")}, defaultMMLUCandidates()...)))
 		},
 	}
 }
 
-// runDemo sends the quick start's requests through the OpenAI API and prints
-// what a user should see: a streamed story, then two 5-shot MMLU prompts of
-// one subject, the second served mostly from the KV cache.
-func runDemo(ctx context.Context, out io.Writer, base, model, mmluDir string) error {
-	fmt.Fprintf(out, "\n$ curl %s/v1/completions -d '{\"model\":%q,\"prompt\":\"Once upon a time\",\"stream\":true}'\n", base, model)
-	r, err := streamCompletion(ctx, base, model, "Once upon a time", 64, func(s string) { fmt.Fprint(out, s) })
+// runDemo starts n peers in this process on loopback (peer 1 is also the
+// bootstrap peer), then sends real requests through the OpenAI API: a
+// streamed story, and two 5-shot MMLU prompts of one subject — the first
+// warms peer n's cache, the second enters at peer 2 and is forwarded to
+// peer n, which serves it from its KV cache.
+func runDemo(ctx context.Context, c *cli.Context, out io.Writer, n int, mmluDir string) error {
+	cfg, err := engineConfig(c)
+	if err != nil {
+		return err
+	}
+	var peers []*meshPeer
+	defer func() {
+		for _, p := range peers {
+			p.close()
+		}
+	}()
+	for i := range n {
+		eng, err := loadWithProgress(cfg)
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		pcfg := p2p.LoopbackConfig()
+		pcfg.BootstrapNode = i == 0
+		if i > 0 {
+			pcfg.BootstrapPeers = []string{peers[0].host.Addrs()[0].String()}
+		}
+		hcfg := node.DefaultConfig()
+		hcfg.ListenAddr = "127.0.0.1:0"
+		p, err := startPeer(ctx, eng, pcfg, hcfg, node.DefaultPolicy())
+		if err != nil {
+			return err
+		}
+		peers = append(peers, p)
+		fmt.Fprintf(out, "peer %d  %s  http://%s\n", i+1, p.host.ID(), p.httpAddr)
+	}
+	model := cfg.Name
+	first := peers[0]
+	fmt.Fprintf(out, "\n$ curl http://%s/v1/completions -d '{\"model\":%q,\"prompt\":\"Once upon a time\",\"stream\":true}'\n", first.httpAddr, model)
+	r, err := streamCompletion(ctx, "http://"+first.httpAddr, model, "Once upon a time", 64, func(s string) { fmt.Fprint(out, s) })
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "\n[%d prompt tokens, %d generated, time to first token %s]\n", r.PromptTokens, r.CompletionTokens, r.TTFT.Round(time.Microsecond))
-
-	if mmluDir == "" {
-		fmt.Fprintln(out, "(MMLU data not found: skipping the prefix-cache demo)")
-		return nil
+	if mmluDir == "" || n < 2 {
+		return keepRunning(ctx, c, out, peers)
 	}
 	set, err := mmlu.Load(mmluDir)
 	if err != nil {
 		return err
 	}
-	sub := set.Subject("anatomy")
-	fmt.Fprintf(out, "\nTwo 5-shot MMLU prompts of subject %q (they share a %d-byte prefix):\n", sub.Name, len(sub.Prefix()))
-	for i := range 2 {
-		r, err := streamCompletion(ctx, base, model, sub.FiveShot(i), 4, func(string) {})
-		if err != nil {
+	sub := set.Subject("high_school_geography")
+	sender := peers[n-1]
+	if err := waitMesh(ctx, sender, peers[0], ""); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nTwo 5-shot MMLU prompts of %q (they share a %d-byte prefix):\n", sub.Name, len(sub.Prefix()))
+	r, err = streamCompletion(ctx, "http://"+sender.httpAddr, model, sub.FiveShot(0), 4, func(string) {})
+	if err != nil {
+		return err
+	}
+	// The router may have sent this cold prompt to a peer it measured as
+	// faster: find who served it, and send the next prompt elsewhere.
+	holder := sender
+	if d := lastDecision(sender); d != nil && d.ServedBy != "" {
+		holder = peerByID(peers, d.ServedBy)
+	}
+	fmt.Fprintf(out, "  question 1 sent to peer %d, served by peer %d: %4d prompt tokens, %4d cached, time to first token %s\n",
+		n, index(peers, holder), r.PromptTokens, r.CachedTokens, r.TTFT.Round(time.Microsecond))
+	entry := peers[0]
+	for _, p := range peers {
+		if p != holder {
+			entry = p
+		}
+	}
+	if err := waitMesh(ctx, entry, holder, sub.FiveShot(1)); err != nil {
+		return err
+	}
+	r, err = streamCompletion(ctx, "http://"+entry.httpAddr, model, sub.FiveShot(1), 4, func(string) {})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  question 2 sent to peer %d: %4d prompt tokens, %4d cached, time to first token %s\n", index(peers, entry), r.PromptTokens, r.CachedTokens, r.TTFT.Round(time.Microsecond))
+	if d := lastDecision(entry); d != nil {
+		where := "served locally"
+		if d.ServedBy != "" {
+			where = fmt.Sprintf("forwarded to peer %d", index(peers, peerByID(peers, d.ServedBy)))
+		}
+		fmt.Fprintf(out, "  peer %d's router: %s (expected %.0f ms locally, %.0f ms there; %d cached tokens expected, %d reused)\n",
+			index(peers, entry), where, d.LocalCostMillis, d.PeerCostMillis, d.EstimatedCached, d.RealizedCached)
+	}
+	st := entry.router.Status(true)
+	fmt.Fprintf(out, "\n$ meshllm status --api http://%s\n", entry.httpAddr)
+	printStatus(out, &st)
+	return keepRunning(ctx, c, out, peers)
+}
+
+func lastDecision(p *meshPeer) *node.DecisionRecord {
+	rec := p.router.Recent()
+	if len(rec) == 0 {
+		return nil
+	}
+	return &rec[len(rec)-1]
+}
+
+func peerByID(peers []*meshPeer, id node.PeerID) *meshPeer {
+	for _, p := range peers {
+		if node.PeerID(p.host.ID().String()) == id {
+			return p
+		}
+	}
+	return peers[0]
+}
+
+// index is the 1-based number the demo prints for p.
+func index(peers []*meshPeer, p *meshPeer) int {
+	for i, q := range peers {
+		if q == p {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// waitMesh waits until from's mesh view has to's load and RTT and, when
+// prompt is set, until to's cache digest covers part of prompt: the gossip
+// that routing needs.
+func waitMesh(ctx context.Context, from, to *meshPeer, prompt string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	id := node.PeerID(to.host.ID().String())
+	var toks []int32
+	if prompt != "" {
+		var err error
+		if toks, err = from.router.Tokenize(prompt); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "  question %d: %4d prompt tokens, %4d cached, time to first token %s\n", i+1, r.PromptTokens, r.CachedTokens, r.TTFT.Round(time.Microsecond))
 	}
+	for {
+		v := from.router.Mesh().View(toks, node.LocalView{}, time.Now())
+		for _, pv := range v.Peers {
+			if pv.ID == id && pv.RTTKnown && pv.LoadAge >= 0 && pv.Slots > 0 && (prompt == "" || pv.EstimatedCached > 0) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			b, _ := json.Marshal(from.router.Status(false))
+			return fmt.Errorf("the mesh did not form (%s): %w", b, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func keepRunning(ctx context.Context, c *cli.Context, out io.Writer, peers []*meshPeer) error {
+	if !c.Bool("keep") {
+		return nil
+	}
+	fmt.Fprintf(out, "\nthe mesh keeps running until Ctrl-C; open http://%s/ in a browser, or point a chat app at http://%s/v1\n",
+		peers[0].httpAddr, peers[0].httpAddr)
+	<-ctx.Done()
 	return nil
 }
 

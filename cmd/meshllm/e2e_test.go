@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 // peer starts a real engine and HTTP server and returns the server's URL.
-func startPeer(t *testing.T) (string, *llama.Engine) {
+func startServer(t *testing.T) (string, *llama.Engine) {
 	t.Helper()
 	cfg := llama.DefaultConfig(storiesPath)
 	cfg.Threads = 1 // never oversubscribe the CPU: ggml threads spin-wait
@@ -55,7 +55,7 @@ func startPeer(t *testing.T) (string, *llama.Engine) {
 }
 
 func TestOllamaClient(t *testing.T) {
-	base, eng := startPeer(t)
+	base, eng := startServer(t)
 	u, _ := url.Parse(base)
 	c := ollama.NewClient(u, http.DefaultClient)
 	ctx := context.Background()
@@ -110,7 +110,7 @@ func TestOllamaClient(t *testing.T) {
 }
 
 func TestOpenAIClient(t *testing.T) {
-	base, eng := startPeer(t)
+	base, eng := startServer(t)
 	c := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	ctx := context.Background()
 	model := eng.Info().Name
@@ -167,7 +167,7 @@ func TestOpenAIClient(t *testing.T) {
 // TestMMLUPrefixCached sends two 5-shot prompts of one MMLU subject: the
 // second must report at least the shared prefix, less one block, as cached.
 func TestMMLUPrefixCached(t *testing.T) {
-	base, eng := startPeer(t)
+	base, eng := startServer(t)
 	set, err := mmlu.Load(filepath.Join("..", "..", mmlu.DefaultDir))
 	if err != nil {
 		t.Fatal(err)

@@ -42,15 +42,15 @@ func engineFlags() []cli.Flag {
 	}
 }
 
-// loadEngine resolves --model and loads it, drawing a progress bar on stderr.
-func loadEngine(c *cli.Context) (*llama.Engine, error) {
+// engineConfig resolves --model and builds the engine configuration.
+func engineConfig(c *cli.Context) (llama.Config, error) {
 	ref := c.String("model")
 	if ref == "" {
-		return nil, fmt.Errorf("no model given: pass --model PATH or the name of a model in your Ollama store")
+		return llama.Config{}, fmt.Errorf("no model given: pass --model PATH or the name of a model in your Ollama store")
 	}
 	m, err := infer.ResolveModel(ref, infer.DefaultStore())
 	if err != nil {
-		return nil, err
+		return llama.Config{}, err
 	}
 	cfg := llama.DefaultConfig(m.Path)
 	cfg.Name = c.String("name")
@@ -66,6 +66,20 @@ func loadEngine(c *cli.Context) (*llama.Engine, error) {
 	cfg.QueueLimit = c.Int("queue")
 	cfg.FlashAttention = c.Bool("flash-attention")
 	cfg.KVType = c.String("kv-type")
+	return cfg, nil
+}
+
+// loadEngine resolves --model and loads it, drawing a progress bar on stderr.
+func loadEngine(c *cli.Context) (*llama.Engine, error) {
+	cfg, err := engineConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	return loadWithProgress(cfg)
+}
+
+// loadWithProgress loads cfg with a progress bar and a one-line summary.
+func loadWithProgress(cfg llama.Config) (*llama.Engine, error) {
 	bar := infer.NewProgress(os.Stderr, "loading "+cfg.Name)
 	cfg.Progress = func(f float32) { bar.Update(f) }
 	start := time.Now()

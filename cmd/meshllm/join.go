@@ -16,6 +16,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/meshllm/meshllm/cache"
+	"github.com/meshllm/meshllm/infer"
+	"github.com/meshllm/meshllm/infer/llama"
 	"github.com/meshllm/meshllm/node"
 	"github.com/meshllm/meshllm/p2p"
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,7 +72,7 @@ func joinCommand() *cli.Command {
 }
 
 // p2pConfig builds the libp2p configuration from the flags.
-func p2pConfig(c *cli.Context, reg prometheus.Registerer) p2p.Config {
+func p2pConfig(c *cli.Context) p2p.Config {
 	cfg := p2p.DefaultConfig()
 	if c.Bool("loopback") {
 		cfg = p2p.LoopbackConfig()
@@ -84,7 +86,6 @@ func p2pConfig(c *cli.Context, reg prometheus.Registerer) p2p.Config {
 	if c.IsSet("mdns") || !c.Bool("loopback") {
 		cfg.EnableMDNS = c.Bool("mdns")
 	}
-	cfg.Metrics = reg
 	cfg.Logger = slog.Default()
 	return cfg
 }
@@ -101,64 +102,108 @@ func join(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer eng.Close()
-	info := eng.Info()
-	reg := prometheus.NewRegistry()
-
-	pcfg := p2pConfig(c, reg)
-	if err := os.MkdirAll(pcfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	policy := node.DefaultPolicy()
+	if c.Bool("wan") {
+		policy = node.WANPolicy()
 	}
-	host, err := p2p.New(ctx, pcfg)
+	p, err := startPeer(ctx, eng, p2pConfig(c), httpConfig(c), policy)
 	if err != nil {
 		return err
 	}
-	defer host.Close()
+	printJoin(p.host, p.httpAddr, eng.Info().Name)
+	return p.wait()
+}
+
+// meshPeer is a running mesh peer: engine (owned by the caller), libp2p host,
+// gossip, router, announcer and HTTP API. Many can run in one process.
+type meshPeer struct {
+	host     *p2p.Host
+	router   *node.Router
+	httpAddr string
+	stop     context.CancelFunc
+	done     chan error
+}
+
+// wait blocks until the peer stopped and returns why.
+func (p *meshPeer) wait() error { return <-p.done }
+
+// close stops the peer and waits for it.
+func (p *meshPeer) close() error {
+	p.stop()
+	return p.wait()
+}
+
+// startPeer starts a mesh peer around eng and returns once its HTTP API
+// listens. The peer runs until ctx ends or close is called.
+func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg node.Config, policy node.Policy) (*meshPeer, error) {
+	info := eng.Info()
+	reg := prometheus.NewRegistry()
+	pcfg.Metrics = reg
+	if pcfg.DataDir != "" {
+		if err := os.MkdirAll(pcfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var closers []func() error
+	fail := func(err error) (*meshPeer, error) {
+		cancel()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		return nil, err
+	}
+	host, err := p2p.New(ctx, pcfg)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, host.Close)
 	self := host.ID()
 
 	gossip, err := p2p.NewGossip(ctx, host.LibP2P(), p2p.GossipOptions{})
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	defer gossip.Close()
+	closers = append(closers, gossip.Close)
 	topic, err := gossip.Join(info.ID)
 	if err != nil {
-		return err
-	}
-
-	policy := node.DefaultPolicy()
-	if c.Bool("wan") {
-		policy = node.WANPolicy()
+		return fail(err)
 	}
 	mesh, err := node.NewMesh(node.MeshConfig{
 		Self: node.PeerID(self.String()), Model: info.ID, ModelName: info.Name,
 		RTT: rttSource{h: host, limited: limitedTracker(host)}, Policy: policy,
 	})
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	speeds := node.NewSpeeds(0, 0, 0)
+	if pf, dc, err := measureSpeeds(ctx, eng); err == nil {
+		// Seeded, so the first decisions (and the first announcements)
+		// use this machine's real speed, not the router's cautious guess.
+		speeds = node.NewSpeeds(0, pf, dc)
+	}
 	client := p2p.NewInferClient(host.LibP2P(), p2p.InferClientOptions{Observe: host.ObserveRTT})
 	router, err := node.NewRouter(node.RouterConfig{
 		Engine: eng, Mesh: mesh, Forwarder: forwarder{client: client, model: info.ID},
 		Speeds: speeds, Registry: reg, Logger: slog.Default(),
 	})
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	infersvc := p2p.NewInferService(host.LibP2P(), serveForwarded(router, info.ID), p2p.InferServiceOptions{})
-	defer infersvc.Close()
+	closers = append(closers, infersvc.Close)
 
 	epoch := uint64(time.Now().UnixNano())
 	source, err := cache.NewSource(cache.SourceConfig{Peer: self.String(), Model: info.ID, Epoch: epoch})
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	ann, err := node.NewAnnounce(node.AnnounceConfig{
 		Cache: eng, Stats: eng, Source: source, Speeds: speeds, Policy: policy,
 		Publish: announcer{topic: topic, self: self, epoch: epoch}, Logger: slog.Default(),
 	})
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	snapsvc := p2p.NewSnapshotService(host.LibP2P(), func(model string) ([]byte, bool) {
 		if model != info.ID {
@@ -171,15 +216,22 @@ func join(ctx context.Context, c *cli.Context) error {
 		b, err := d.MarshalBinary()
 		return b, err == nil
 	})
-	defer snapsvc.Close()
+	closers = append(closers, snapsvc.Close)
+
+	srv, err := node.NewServer(hcfg, router, node.WithRegistry(reg),
+		node.WithRoute("GET /v1/mesh", router.MeshHandler()), node.WithLogger(slog.Default()))
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("tcp", hcfg.ListenAddr)
+	if err != nil {
+		return fail(err)
+	}
 
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
 	run(func() { ann.Run(ctx) })
-	run(func() { receiveGossip(ctx, topic, mesh, host) })
+	run(func() { receiveGossip(ctx, topic, mesh) })
 	run(func() { watchPeers(ctx, host, mesh) })
 	run(func() { pullSnapshots(ctx, host, mesh, info.ID) })
 	run(func() {
@@ -187,23 +239,35 @@ func join(ctx context.Context, c *cli.Context) error {
 			slog.Warn("discovery stopped", "err", err)
 		}
 	})
+	p := &meshPeer{host: host, router: router, httpAddr: ln.Addr().String(), stop: cancel, done: make(chan error, 1)}
+	go func() {
+		err := srv.Serve(ctx, ln)
+		cancel()
+		wg.Wait()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		if errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		p.done <- err
+	}()
+	return p, nil
+}
 
-	srv, err := node.NewServer(httpConfig(c), router, node.WithRegistry(reg),
-		node.WithRoute("GET /v1/mesh", router.MeshHandler()), node.WithLogger(slog.Default()))
+// measureSpeeds times one short prefill and decode on eng: this peer's
+// prefill and decode tokens per second, before any request has been served.
+func measureSpeeds(ctx context.Context, eng *llama.Engine) (prefill, decode float64, err error) {
+	info := eng.Info()
+	prompt := make([]int32, min(128, info.ContextLength/4))
+	for i := range prompt {
+		prompt[i] = int32(3 + (i*7919)%max(1, info.VocabSize-3)) // no special tokens, nothing cached
+	}
+	res, err := eng.Generate(ctx, infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: 8}}, func(infer.Piece) error { return nil })
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	ln, err := net.Listen("tcp", srv.Config().ListenAddr)
-	if err != nil {
-		return err
-	}
-	printJoin(host, ln.Addr().String(), info.Name)
-	err = srv.Serve(ctx, ln)
-	cancel()
-	if errors.Is(err, context.Canceled) || errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	return err
+	return res.PrefillTokensPerSecond(), res.DecodeTokensPerSecond(), nil
 }
 
 // printJoin tells the user who the peer is and how to use it.
@@ -222,7 +286,7 @@ func printJoin(h *p2p.Host, httpAddr, model string) {
 }
 
 // receiveGossip applies other peers' digests and loads to the mesh view.
-func receiveGossip(ctx context.Context, topic *p2p.Topic, mesh *node.Mesh, host *p2p.Host) {
+func receiveGossip(ctx context.Context, topic *p2p.Topic, mesh *node.Mesh) {
 	for {
 		msg, err := topic.Next(ctx)
 		if err != nil {
