@@ -36,7 +36,7 @@ run: build
 	bin/meshllm demo
 
 test: setup
-	$(GO) vet ./...
+	$(ENGINE_ENV) && $(GO) vet ./...
 	$(MAKE) test-race
 	$(MAKE) test-engine
 	$(MAKE) fuzz-short

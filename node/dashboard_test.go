@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -220,10 +221,10 @@ func TestHotPrefixes(t *testing.T) {
 	var heads [][]int32
 	got := HotPrefixes(eng, 2, func(toks []int32) string {
 		heads = append(heads, toks)
-		if len(heads) == 2 {
-			return "" // falls back to the hash label
+		if slices.Equal(toks, prompt(2, 70)[:labelTokens]) {
+			return "seventy"
 		}
-		return "first"
+		return "" // falls back to the hash label
 	})()
 	if len(got) != 2 {
 		t.Fatalf("got %+v, want the 2 most recent", got)
@@ -232,14 +233,19 @@ func TestHotPrefixes(t *testing.T) {
 	if got[0].Tokens < 70 || got[0].Tokens > 72 || got[1].Tokens < 30 || got[1].Tokens > 32 {
 		t.Fatalf("order: %+v", got)
 	}
-	if got[0].Label != "first" || !strings.HasPrefix(got[1].Label, "#") || len(got[1].Label) != 7 {
+	if got[0].Label != "seventy" || !strings.HasPrefix(got[1].Label, "#") || len(got[1].Label) != 7 {
 		t.Fatalf("labels: %+v", got)
 	}
 	if got[0].Sequences != 1 || got[0].Slots != 1 {
 		t.Fatalf("counts: %+v", got[0])
 	}
-	if len(heads[0]) != labelTokens || len(heads[1]) != min(got[1].Tokens, labelTokens) {
-		t.Fatalf("label saw %d and %d tokens, want %d and %d", len(heads[0]), len(heads[1]), labelTokens, min(got[1].Tokens, labelTokens))
+	if len(heads) != 3 {
+		t.Fatalf("label was called %d times, want once per cached sequence (3)", len(heads))
+	}
+	for _, h := range heads {
+		if len(h) != labelTokens && len(h) != got[1].Tokens {
+			t.Fatalf("label saw %d tokens, want %d (or all of the 30-token prompt's)", len(h), labelTokens)
+		}
 	}
 	// Sequences that share a label are one family: the longest length,
 	// the sum of slots.

@@ -227,6 +227,9 @@ func (s *InferService) handle(st network.Stream) {
 		finished.Store(true)
 		_ = st.CloseRead()
 		<-watched
+		// CloseRead and CloseWrite do not free the stream: only Close or
+		// Reset release it (and its resource-manager scope).
+		_ = st.Close()
 	}()
 
 	var mu sync.Mutex // send may race with the end of the request

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -29,7 +30,7 @@ func serverHandlers() int {
 
 // TestInferFloodStaysBounded: one peer floods a serving peer with 64
 // concurrent loops of 100k-token prompts (~200 KB request frames) while a
-// second peer sends ordinary requests one after another. Real hosts on
+// second peer sends ordinary requests, five a second. Real hosts on
 // loopback TCP, with the default resource-manager protocol limits, the
 // service's stream limits and the per-peer rate limits in front of a
 // handler that serves two requests at a time.
@@ -128,13 +129,24 @@ func TestInferFloodStaysBounded(t *testing.T) {
 	small := &InferRequest{ModelID: "m", Prompt: []int32{1, 2, 3, 4}}
 	start := time.Now()
 	var honestLatency time.Duration
-	const honestRequests = 40
+	// The honest peer stays within its rate (4/s, bursts of 16): 24
+	// requests 200 ms apart.
+	const honestRequests = 24
+	pace := time.NewTicker(200 * time.Millisecond)
+	defer pace.Stop()
 	for i := range honestRequests {
+		<-pace.C
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		t0 := time.Now()
 		_, err := honestClient.Infer(rctx, server.ID(), small, nil)
 		cancel()
 		if err != nil {
+			rm := server.LibP2P().Network().ResourceManager()
+			_ = rm.ViewTransient(func(s network.ResourceScope) error { t.Logf("transient %+v", s.Stat()); return nil })
+			_ = rm.ViewSystem(func(s network.ResourceScope) error { t.Logf("system %+v", s.Stat()); return nil })
+			_ = rm.ViewPeer(flooder.ID(), func(s network.PeerScope) error { t.Logf("flooder %+v", s.Stat()); return nil })
+			_ = rm.ViewPeer(honest.ID(), func(s network.PeerScope) error { t.Logf("honest %+v", s.Stat()); return nil })
+			_ = rm.ViewProtocol(InferProtocol, func(s network.ProtocolScope) error { t.Logf("infer %+v", s.Stat()); return nil })
 			stop()
 			wg.Wait()
 			t.Fatalf("honest request %d failed during the flood: %v", i, err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -218,7 +219,12 @@ func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg nod
 	})
 	closers = append(closers, snapsvc.Close)
 
-	srv, err := node.NewServer(hcfg, router, node.WithRegistry(reg),
+	dash, err := node.NewDashboard(node.DashboardConfig{Router: router, Registry: reg,
+		HotPrefixes: node.HotPrefixes(eng, 8, prefixLabel(eng))})
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := node.NewServer(hcfg, router, node.WithRegistry(reg), node.WithDashboard(dash),
 		node.WithRoute("GET /v1/mesh", router.MeshHandler()), node.WithLogger(slog.Default()))
 	if err != nil {
 		return fail(err)
@@ -231,6 +237,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg nod
 	var wg sync.WaitGroup
 	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
 	run(func() { ann.Run(ctx) })
+	run(func() { dash.Run(ctx) })
 	run(func() { receiveGossip(ctx, topic, mesh) })
 	run(func() { watchPeers(ctx, host, mesh) })
 	run(func() { pullSnapshots(ctx, host, mesh, info.ID) })
@@ -255,6 +262,19 @@ func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg nod
 	return p, nil
 }
 
+// prefixLabel renders a cached prefix for the dashboard: its first words,
+// without the BOS token and line breaks.
+func prefixLabel(eng *llama.Engine) func([]int32) string {
+	return func(toks []int32) string {
+		text := strings.Join(strings.Fields(eng.Detokenize(toks[:min(len(toks), 24)])), " ")
+		text = strings.TrimPrefix(strings.TrimPrefix(text, "<s>"), " ")
+		if len(text) > 48 {
+			text = text[:48] + "…"
+		}
+		return text
+	}
+}
+
 // measureSpeeds times one short prefill and decode on eng: this peer's
 // prefill and decode tokens per second, before any request has been served.
 func measureSpeeds(ctx context.Context, eng *llama.Engine) (prefill, decode float64, err error) {
@@ -277,7 +297,7 @@ func printJoin(h *p2p.Host, httpAddr, model string) {
 		fmt.Fprintf(os.Stderr, "  bootstrap others with: --bootstrap %s\n", a)
 	}
 	printEndpoints(httpAddr, model)
-	fmt.Fprintf(os.Stderr, "  mesh: http://%s/v1/mesh   (meshllm status --api http://%s)\n", httpAddr, httpAddr)
+	fmt.Fprintf(os.Stderr, "  dashboard: http://%s/   mesh: http://%s/v1/mesh   (meshllm status --api http://%s)\n", httpAddr, httpAddr, httpAddr)
 	// Machine-readable lines for scripts and tests.
 	fmt.Printf("MESHLLM_PEER=%s\nMESHLLM_HTTP=%s\n", h.ID(), httpAddr)
 	for _, a := range h.Addrs() {

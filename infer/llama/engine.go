@@ -254,3 +254,13 @@ func (e *Engine) WithCache(fn func(*cache.Tree)) {
 	defer e.mu.Unlock()
 	fn(e.slots.Tree())
 }
+
+// Detokenize renders tokens as text (special tokens included), for labels
+// such as the dashboard's hot prefixes. Safe for concurrent use.
+func (e *Engine) Detokenize(tokens []int32) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteString(e.model.TokenToPiece(int(t)))
+	}
+	return b.String()
+}

@@ -5,7 +5,8 @@
 
 const MAX_DECISIONS = 200; // feed entries kept
 const MAX_SAMPLES = 600;   // chart points kept
-const CHART_POINTS = 180;  // chart points drawn
+const CHART_POINTS = 180;  // chart points drawn at most
+const CHART_MIN = 30;      // a short history is drawn over at least this many points
 const HIT_WINDOW = 10;     // samples the hit rate is averaged over
 const SHARE_WINDOW = 30;   // samples the traffic share is computed over
 const SVG = "http://www.w3.org/2000/svg";
@@ -57,6 +58,7 @@ function peerState(p) {
   if (p.load && p.load.push_back) return ["push", "push-back"];
   if (p.load && p.load.queue_depth > 0) return ["busy", "queue " + p.load.queue_depth];
   if (!p.load) return ["cool", "no load heard"];
+  if (p.trust !== undefined && p.trust < 0.5) return ["busy", "distrusted (" + p.trust.toFixed(2) + ")"];
   return ["ok", "ok"];
 }
 
@@ -81,9 +83,12 @@ function drawMesh() {
   const share = servedCounts(SHARE_WINDOW);
   let total = 0;
   for (const c of share.values()) total += c;
+  // Peers on an ellipse around this peer; one peer sits to the right, two
+  // left and right, more spread from the top.
+  const n = peers.length;
   const pos = peers.map((p, i) => {
-    const a = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(peers.length, 1);
-    return [cx + R * 1.35 * Math.cos(a), cy + R * Math.sin(a)];
+    const a = n <= 2 ? Math.PI * i : -Math.PI / 2 + (2 * Math.PI * i) / n;
+    return [cx + R * 1.4 * Math.cos(a), cy - 10 + R * 0.95 * Math.sin(a)];
   });
   const links = svg("g");
   const nodes = svg("g");
@@ -91,15 +96,15 @@ function drawMesh() {
     const [x, y] = pos[i];
     const w = total > 0 ? 2 + 10 * ((share.get(p.peer) || 0) / total) : 2;
     const cls = "link" + (p.rtt_ms === undefined ? " nortt" : "") + (state.pulses.get(p.peer) > Date.now() ? " pulse" : "");
-    links.append(svg("line", { x1: cx, y1: cy, x2: x, y2: y, class: cls, "stroke-width": w.toFixed(1), "data-peer": p.peer }));
-    const mx = (cx + x) / 2, my = (cy + y) / 2;
+    links.append(svg("line", { x1: cx, y1: cy - 10, x2: x, y2: y, class: cls, "stroke-width": w.toFixed(1), "data-peer": p.peer }));
+    const mx = (cx + x) / 2, my = (cy - 10 + y) / 2;
     links.append(svg("text", { x: mx, y: my - 6, class: "rtt" }, p.rtt_ms === undefined ? "RTT ?" : fmtMs(p.rtt_ms) + (p.relayed ? " (relay)" : "")));
     const [kind] = peerState(p);
     nodes.append(peerNode(x, y, p.peer, kind, p.load, p.digest_blocks + " blocks", p.peer));
   });
   const l = st.local || {};
   const selfLoad = { active: l.active, slots: l.slots, queue_depth: l.queue_depth };
-  nodes.append(peerNode(cx, cy, state.self, "self", selfLoad, "this peer", state.self));
+  nodes.append(peerNode(cx, cy - 10, state.self, "self", selfLoad, "this peer", state.self));
   root.append(links, nodes);
 }
 
@@ -128,7 +133,7 @@ function drawPeers() {
   const body = $("peers").tBodies[0];
   body.replaceChildren();
   if (!st) return;
-  const share = servedCounts(SHARE_WINDOW);
+  const share = servedCounts(state.samples.length);
   const l = st.local || {};
   body.append(peerRow(state.self, "self", "–", l.active || 0, l.slots || 0, l.queue_depth || 0, ["ok", "this peer"], "exact", share));
   for (const p of st.peers || []) {
@@ -153,7 +158,8 @@ function drawPeers() {
   hot.replaceChildren();
   for (const h of state.hot || []) {
     const li = el("li");
-    li.append(el("span", "label", h.label), el("span", "n", `${h.tokens} tokens` + (h.slots > 1 ? ` · ${h.slots} slots` : "")));
+    const more = (h.sequences > 1 ? ` · ${h.sequences} prompts` : "") + (h.slots > 1 ? ` · ${h.slots} slots` : "");
+    li.append(el("span", "label", h.label), el("span", "n", `up to ${h.tokens} tokens` + more));
     hot.append(li);
   }
   if (!(state.hot || []).length) hot.append(el("li", "empty", "no cached prefixes reported"));
@@ -247,11 +253,16 @@ function frame(ctx, w, h, n, maxV, unit) {
   };
 }
 
+// span is how many points the charts' x axes cover: the history the page
+// holds, within [CHART_MIN, CHART_POINTS].
+function span() { return Math.max(CHART_MIN, Math.min(CHART_POINTS, state.samples.length)); }
+
 function drawRequests() {
   const [ctx, w, h] = canvasCtx("chart-req");
-  const s = state.samples.slice(-CHART_POINTS);
+  const N = span();
+  const s = state.samples.slice(-N);
   const maxV = Math.max(1, ...s.map((p) => p.requests));
-  const m = frame(ctx, w, h, CHART_POINTS, maxV, "");
+  const m = frame(ctx, w, h, N, maxV, "");
   s.forEach((p, i) => {
     const local = p.requests - p.forwarded - p.fallbacks - p.failed;
     let base = 0;
@@ -259,7 +270,7 @@ function drawRequests() {
       if (v <= 0) continue;
       ctx.fillStyle = color;
       const y0 = m.y(base), y1 = m.y(base + v);
-      ctx.fillRect(m.x(i + CHART_POINTS - s.length), y1, Math.max(m.iw - 1, 1), y0 - y1);
+      ctx.fillRect(m.x(i + N - s.length), y1, Math.max(m.iw - 1, 1), y0 - y1);
       base += v;
     }
   });
@@ -268,10 +279,11 @@ function drawRequests() {
 // drawLine plots values (null: no point) as a line with dots.
 function drawLine(id, values, unit, color, fixedMax) {
   const [ctx, w, h] = canvasCtx(id);
-  const v = values.slice(-CHART_POINTS);
+  const N = span();
+  const v = values.slice(-N);
   const maxV = fixedMax || Math.max(1, ...v.filter((x) => x !== null)) * 1.15;
-  const m = frame(ctx, w, h, CHART_POINTS, maxV, unit);
-  const off = CHART_POINTS - v.length;
+  const m = frame(ctx, w, h, N, maxV, unit);
+  const off = N - v.length;
   ctx.strokeStyle = color;
   ctx.fillStyle = color;
   ctx.lineWidth = 2;
@@ -301,13 +313,14 @@ function drawHitRate() {
 
 function drawShare() {
   const [ctx, w, h] = canvasCtx("chart-share");
-  const s = state.samples.slice(-(CHART_POINTS + SHARE_WINDOW));
+  const N = span();
+  const s = state.samples.slice(-(N + SHARE_WINDOW));
   const ids = new Set();
   for (const p of s) for (const id of Object.keys(p.served || {})) ids.add(id);
   const order = [...ids].sort((a, b) => (a === state.self ? -1 : b === state.self ? 1 : a < b ? -1 : 1));
-  const n = Math.min(CHART_POINTS, s.length);
-  const m = frame(ctx, w, h, CHART_POINTS, 100, "%");
-  const off = CHART_POINTS - n;
+  const n = Math.min(N, s.length);
+  const m = frame(ctx, w, h, N, 100, "%");
+  const off = N - n;
   for (let i = 0; i < n; i++) {
     const end = s.length - n + i;
     const win = s.slice(Math.max(0, end - SHARE_WINDOW + 1), end + 1);

@@ -22,7 +22,12 @@ import (
 	"github.com/meshllm/meshllm/node"
 )
 
-var screenshot = flag.String("screenshot", "../../docs/img/dashboard.png",
+// screenshot is where TestDashboardInBrowser saves its picture of the page;
+// empty (the default, so test runs leave the tree clean) saves nothing. The
+// one in the docs is made with
+//
+//	go test ./testnet/uitest -run Browser -screenshot ../../docs/img/dashboard.png
+var screenshot = flag.String("screenshot", "",
 	"where TestDashboardInBrowser saves its screenshot of the page (empty: nowhere)")
 
 // chromium finds a Chromium or Chrome on PATH.
@@ -57,6 +62,19 @@ func complete(t *testing.T, base, prompt string) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("completion at %s: %d %s", base, resp.StatusCode, b)
+	}
+}
+
+// longReply keeps one of a peer's slots busy until ctx is done.
+func longReply(ctx context.Context, base string) {
+	body, _ := json.Marshal(map[string]any{"model": "tiny", "prompt": "Recite a very long poem.", "max_tokens": 1500})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }
 
@@ -205,8 +223,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// Live: requests made while the page is open arrive by the event
-	// stream, and the charts fill in.
-	for i := range 6 {
+	// stream and the charts fill in: a mixed workload paced over about
+	// three seconds (a dozen dashboard intervals), while C is busy with a
+	// long reply so that its load shows.
+	busy, stopBusy := context.WithCancel(ctx)
+	defer stopBusy()
+	go longReply(busy, pc.url)
+	pace := time.NewTicker(120 * time.Millisecond)
+	defer pace.Stop()
+	const live = 24
+	for i := range live {
+		<-pace.C
 		switch i % 3 {
 		case 0:
 			complete(t, a.url, geo+fmt.Sprintf(" Name a capital, %d.", i))
@@ -216,14 +243,18 @@ func TestDashboardInBrowser(t *testing.T) {
 			complete(t, a.url, fmt.Sprintf("Write a haiku about the number %d.", i))
 		}
 	}
+	want := 3 + live
 	if _, err := chromedp.Run(tctx, chromedp.Poll[bool](
-		`document.querySelectorAll('#decisions li.kind-forwarded').length >= 3 && document.querySelectorAll('#decisions li.decision').length >= 9`,
+		fmt.Sprintf(`document.querySelectorAll('#decisions li.decision').length >= %d`, want),
 		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("waiting for the live decisions: %v", err)
 	}
 	n, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll('#decisions li.decision').length`))
-	if err != nil || n != 9 {
-		t.Errorf("the feed shows %d decisions (%v), want 9", n, err)
+	if err != nil || n != want {
+		t.Errorf("the feed shows %d decisions (%v), want %d", n, err, want)
+	}
+	if fwd, _ := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll('#decisions li.kind-forwarded').length`)); fwd != 1+live/3 {
+		t.Errorf("the feed shows %d forwarded decisions, want %d", fwd, 1+live/3)
 	}
 	hot, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#hot .label')].map(e => e.textContent)`))
 	if err != nil || !slices.ContainsFunc(hot, func(s string) bool { return strings.Contains(s, "history tutor") }) {

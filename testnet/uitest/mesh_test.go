@@ -140,7 +140,7 @@ func (b *bus) add(t *testing.T, ctx context.Context, id node.PeerID, label func(
 		t.Fatal(err)
 	}
 	if p.dash, err = node.NewDashboard(node.DashboardConfig{Router: p.router, Registry: reg,
-		HotPrefixes: node.HotPrefixes(eng, 5, label), Interval: 500 * time.Millisecond}); err != nil {
+		HotPrefixes: node.HotPrefixes(eng, 5, label), Interval: 250 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := node.NewServer(node.DefaultConfig(), p.router, node.WithRegistry(reg), node.WithDashboard(p.dash),
