@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,10 @@ func meshFlags() []cli.Flag {
 			Usage: "find peers on the local network with mDNS"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "loopback", EnvVars: []string{"MESHLLM_LOOPBACK"},
 			Usage: "testnet preset for many peers on one machine: 127.0.0.1, random ports, DHT server, no NAT traversal"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "mesh-secret", EnvVars: []string{"MESHLLM_MESH_SECRET"},
+			Usage: "private mesh: only peers proving this shared secret (16+ bytes) get gossip and inference"}),
+		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allow-peer", EnvVars: []string{"MESHLLM_ALLOW_PEERS"},
+			Usage: "private mesh: peer IDs allowed to connect (repeatable); others are refused at the handshake"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "wan", EnvVars: []string{"MESHLLM_WAN"},
 			Usage: "routing policy for peers across the internet (larger margins, staler digests tolerated)"}),
 	}
@@ -91,6 +96,28 @@ func p2pConfig(c *cli.Context) p2p.Config {
 	return cfg
 }
 
+// access is who may use a peer: everyone (the zero value), the holders of a
+// mesh secret, the peers of an allowlist, or both.
+type access struct {
+	secret []byte
+	allow  []peer.ID // nil: no allowlist
+}
+
+func accessFlags(c *cli.Context) (access, error) {
+	var a access
+	if s := c.String("mesh-secret"); s != "" {
+		a.secret = []byte(s)
+	}
+	if ids := c.StringSlice("allow-peer"); len(ids) > 0 {
+		allow, err := p2p.ParseAllowlist(ids)
+		if err != nil {
+			return a, err
+		}
+		a.allow = allow
+	}
+	return a, nil
+}
+
 // join runs one mesh peer until ctx ends.
 func join(ctx context.Context, c *cli.Context) error {
 	if c.Bool("loopback") && !c.IsSet("threads") {
@@ -107,7 +134,11 @@ func join(ctx context.Context, c *cli.Context) error {
 	if c.Bool("wan") {
 		policy = node.WANPolicy()
 	}
-	p, err := startPeer(ctx, eng, p2pConfig(c), httpConfig(c), policy)
+	acc, err := accessFlags(c)
+	if err != nil {
+		return err
+	}
+	p, err := startPeer(ctx, eng, p2pConfig(c), httpConfig(c), policy, acc)
 	if err != nil {
 		return err
 	}
@@ -136,7 +167,7 @@ func (p *meshPeer) close() error {
 
 // startPeer starts a mesh peer around eng and returns once its HTTP API
 // listens. The peer runs until ctx ends or close is called.
-func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg node.Config, policy node.Policy) (*meshPeer, error) {
+func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg node.Config, policy node.Policy, acc access) (*meshPeer, error) {
 	info := eng.Info()
 	reg := prometheus.NewRegistry()
 	pcfg.Metrics = reg
@@ -154,14 +185,47 @@ func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg nod
 		}
 		return nil, err
 	}
+	gater := p2p.NewGater(acc.allow) // admits everyone when there is no allowlist
+	pcfg.ConnectionGater = gater
 	host, err := p2p.New(ctx, pcfg)
 	if err != nil {
 		return fail(err)
 	}
 	closers = append(closers, host.Close)
 	self := host.ID()
+	if acc.allow != nil {
+		gater.Allow(self)
+		for _, bp := range pcfg.BootstrapPeers {
+			if ai, err := peer.AddrInfoFromString(bp); err == nil {
+				gater.Allow(ai.ID) // the peers you bootstrap from are trusted by you
+			}
+		}
+	}
+	var membership *p2p.Membership
+	if acc.secret != nil || acc.allow != nil {
+		membership, err = p2p.NewMembership(host.LibP2P(), p2p.MembershipConfig{Secret: acc.secret, Gater: gater, Logger: slog.Default()})
+		if err != nil {
+			return fail(err)
+		}
+		closers = append(closers, membership.Close)
+	}
 
-	gossip, err := p2p.NewGossip(ctx, host.LibP2P(), p2p.GossipOptions{})
+	// The router's trust in each peer (do its cache claims hold?) becomes
+	// that peer's GossipSub application score; the router is built below.
+	var trust atomic.Pointer[node.Trust]
+	scores := []func(peer.ID) float64{func(p peer.ID) float64 {
+		if t := trust.Load(); t != nil {
+			return t.GossipScore(node.PeerID(p.String()))
+		}
+		return 0
+	}}
+	gopts := p2p.GossipOptions{}
+	if membership != nil {
+		scores = append(scores, membership.AppScore)
+		gopts.PubSubOptions = membership.PubSubOptions()
+	}
+	gopts.AppScore = p2p.AppScores(scores...)
+	gossip, err := p2p.NewGossip(ctx, host.LibP2P(), gopts)
 	if err != nil {
 		return fail(err)
 	}
@@ -191,7 +255,12 @@ func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg nod
 	if err != nil {
 		return fail(err)
 	}
-	infersvc := p2p.NewInferService(host.LibP2P(), serveForwarded(router, info.ID), p2p.InferServiceOptions{})
+	trust.Store(router.Trust())
+	handler := p2p.LimitHandler(serveForwarded(router, info.ID), p2p.DefaultRateLimits())
+	if membership != nil {
+		handler = membership.Guard(handler) // outsiders do not spend the rate budget
+	}
+	infersvc := p2p.NewInferService(host.LibP2P(), handler, p2p.InferServiceOptions{})
 	closers = append(closers, infersvc.Close)
 
 	epoch := uint64(time.Now().UnixNano())
@@ -283,7 +352,7 @@ func measureSpeeds(ctx context.Context, eng *llama.Engine) (prefill, decode floa
 	for i := range prompt {
 		prompt[i] = int32(3 + (i*7919)%max(1, info.VocabSize-3)) // no special tokens, nothing cached
 	}
-	res, err := eng.Generate(ctx, infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: 8}}, func(infer.Piece) error { return nil })
+	res, err := eng.Generate(ctx, infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: 32}}, func(infer.Piece) error { return nil })
 	if err != nil {
 		return 0, 0, err
 	}
