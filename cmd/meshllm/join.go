@@ -455,4 +455,3 @@ func limitedTracker(h *p2p.Host) func(peer.ID) bool {
 		return true
 	}
 }
-
