@@ -54,29 +54,21 @@ func fetchMesh(c *cli.Context) (*node.MeshStatus, []byte, error) {
 }
 
 func statusCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "status",
-		Usage: "show this peer's load, its mesh and its latest routing decisions",
-		Flags: statusFlags(),
-		Action: func(c *cli.Context) error {
-			st, raw, err := fetchMesh(c)
-			if err != nil {
-				return err
-			}
-			if c.Bool("json") {
-				os.Stdout.Write(raw)
-				return nil
-			}
-			printStatus(os.Stdout, st)
-			return nil
-		},
-	}
+	return meshCommand("status", "show this peer's load, its mesh and its latest routing decisions",
+		func(w io.Writer, st *node.MeshStatus) { printStatus(w, st) })
 }
 
 func peersCommand() *cli.Command {
+	return meshCommand("peers", "list the peers this peer knows: RTT, load, cache digest",
+		func(w io.Writer, st *node.MeshStatus) { printPeers(w, st.Peers) })
+}
+
+// meshCommand reads a peer's /v1/mesh and prints it with show (or raw
+// with --json).
+func meshCommand(name, usage string, show func(io.Writer, *node.MeshStatus)) *cli.Command {
 	return &cli.Command{
-		Name:  "peers",
-		Usage: "list the peers this peer knows: RTT, load, cache digest",
+		Name:  name,
+		Usage: usage,
 		Flags: statusFlags(),
 		Action: func(c *cli.Context) error {
 			st, raw, err := fetchMesh(c)
@@ -84,10 +76,10 @@ func peersCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				os.Stdout.Write(raw)
-				return nil
+				_, err := os.Stdout.Write(raw)
+				return err
 			}
-			printPeers(os.Stdout, st.Peers)
+			show(os.Stdout, st)
 			return nil
 		},
 	}
