@@ -230,6 +230,9 @@ func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg nod
 		return fail(err)
 	}
 	closers = append(closers, gossip.Close)
+	if err := registerGossipMetrics(reg, gossip); err != nil {
+		return fail(err)
+	}
 	topic, err := gossip.Join(info.ID)
 	if err != nil {
 		return fail(err)

@@ -283,6 +283,9 @@ func TestMeshForwardsToPrefixHolder(t *testing.T) {
 	if got := holder.metric(t, `meshllm_router_forwarded_in_total`); got < 1 {
 		t.Fatalf("the holder served %v forwarded requests", got)
 	}
+	if got := entry.metric(t, `meshllm_gossip_bytes_in_total`); got <= 0 {
+		t.Fatalf("the entry peer reports %v gossip bytes received", got)
+	}
 }
 
 // TestMeshSurvivesPeerKilledMidStream: the holder is SIGKILLed while it
