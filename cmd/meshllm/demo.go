@@ -42,6 +42,22 @@ func defaultMMLUCandidates() []string {
 	return c
 }
 
+// mmluDir is the MMLU data directory: --mmlu when given ("none" turns the
+// MMLU part off), else the first default that exists ("" if none).
+func mmluDir(c *cli.Context) (string, error) {
+	if !c.IsSet("mmlu") {
+		return firstExisting(defaultMMLUCandidates()), nil
+	}
+	dir := c.String("mmlu")
+	if dir == "none" {
+		return "", nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("--mmlu: %w (pass the MMLU folder, or none)", err)
+	}
+	return dir, nil
+}
+
 func firstExisting(paths []string) string {
 	for _, p := range paths {
 		if _, err := os.Stat(p); err == nil {
@@ -54,7 +70,7 @@ func firstExisting(paths []string) string {
 func demoCommand() *cli.Command {
 	flags := append(engineFlags(),
 		&cli.IntFlag{Name: "peers", Value: 3, Usage: "peers in the local mesh (the first is also the bootstrap peer)"},
-		&cli.StringFlag{Name: "mmlu", Usage: "MMLU data directory (default: ../shared/data/mmlu)"},
+		&cli.StringFlag{Name: "mmlu", Usage: "MMLU data directory, or none (default: ../shared/data/mmlu)"},
 		&cli.BoolFlag{Name: "keep", Usage: "keep the mesh running after the demo requests, until Ctrl-C"})
 	return &cli.Command{
 		Name:  "demo",
@@ -76,8 +92,11 @@ func demoCommand() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runDemo(ctx, c, os.Stdout, max(1, c.Int("peers")),
-				firstExisting(append([]string{c.String("mmlu")}, defaultMMLUCandidates()...)))
+			dir, err := mmluDir(c)
+			if err != nil {
+				return err
+			}
+			return runDemo(ctx, c, os.Stdout, max(1, c.Int("peers")), dir)
 		},
 	}
 }

@@ -98,7 +98,7 @@ func benchEngineCommand() *cli.Command {
 			&cli.StringFlag{Name: "cache-dir", Value: filepath.Join(".build", "models"), Usage: "where synthetic models are kept between runs"},
 			&cli.IntFlag{Name: "prompt-tokens", Value: 256, Usage: "prompt length of the prefill measurement"},
 			&cli.IntFlag{Name: "decode-tokens", Value: 32, Usage: "tokens generated in the decode measurement"},
-			&cli.StringFlag{Name: "mmlu", Usage: "MMLU data directory (default: ../shared/data/mmlu)"},
+			&cli.StringFlag{Name: "mmlu", Usage: "MMLU data directory, or none (default: ../shared/data/mmlu)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"}),
 		Action: func(c *cli.Context) error {
 			if c.String("model") == "" {
@@ -121,8 +121,11 @@ func benchEngineCommand() *cli.Command {
 				return err
 			}
 			defer eng.Close()
-			r, err := benchEngine(c.Context, eng, c.Int("prompt-tokens"), c.Int("decode-tokens"),
-				firstExisting(append([]string{c.String("mmlu")}, defaultMMLUCandidates()...)))
+			dir, err := mmluDir(c)
+			if err != nil {
+				return err
+			}
+			r, err := benchEngine(c.Context, eng, c.Int("prompt-tokens"), c.Int("decode-tokens"), dir)
 			if err != nil {
 				return err
 			}
