@@ -59,3 +59,15 @@ bench:
 
 clean:
 	rm -rf bin .build
+
+# Docker: an image built FROM scratch out of bin/meshllm, the libraries ldd
+# lists and stories260K (no registry needed), and the five-container mesh of
+# docker-compose.yml: up, route a same-prefix request, show it forwarded,
+# tear down (also on failure). MESHLLM_COMPOSE=1 runs testnet/compose's test.
+.PHONY: image demo-compose
+
+image: build
+	MESHLLM_SKIP_BUILD=1 scripts/docker-image.sh
+
+demo-compose: image
+	$(GO) run ./docker/compose-demo

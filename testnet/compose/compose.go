@@ -102,7 +102,7 @@ func Up(ctx context.Context, cfg Config) (_ *Mesh, err error) {
 			m.Down(context.WithoutCancel(ctx))
 		}
 	}()
-	bootDir := filepath.Join(work, "boot")
+	bootDir := m.BootDir()
 	key, err := p2p.LoadOrCreateIdentity(bootDir)
 	if err != nil {
 		return nil, err
@@ -215,3 +215,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Token returns the API token the peers require.
+func (m *Mesh) Token() string { return m.cfg.Token }
+
+// BootDir is the host directory holding the bootstrap peer's key, mounted
+// as its /data; Down removes it.
+func (m *Mesh) BootDir() string { return filepath.Join(m.work, "boot") }
