@@ -130,7 +130,7 @@ func runDemo(ctx context.Context, c *cli.Context, out io.Writer, n int, mmluDir 
 		}
 		hcfg := node.DefaultConfig()
 		hcfg.ListenAddr = "127.0.0.1:0"
-		p, err := startPeer(ctx, eng, pcfg, hcfg, node.DefaultPolicy(), access{})
+		p, err := startPeer(ctx, eng, peerConfig{p2p: pcfg, http: hcfg, policy: node.DefaultPolicy()})
 		if err != nil {
 			return err
 		}

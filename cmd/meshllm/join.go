@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -138,7 +139,7 @@ func join(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := startPeer(ctx, eng, p2pConfig(c), httpConfig(c), policy, acc)
+	p, err := startPeer(ctx, eng, peerConfig{p2p: p2pConfig(c), http: httpConfig(c), policy: policy, access: acc, events: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -167,7 +168,17 @@ func (p *meshPeer) close() error {
 
 // startPeer starts a mesh peer around eng and returns once its HTTP API
 // listens. The peer runs until ctx ends or close is called.
-func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg node.Config, policy node.Policy, acc access) (*meshPeer, error) {
+// peerConfig is what startPeer needs besides the engine.
+type peerConfig struct {
+	p2p    p2p.Config
+	http   node.Config
+	policy node.Policy
+	access access
+	events io.Writer // peers joining and leaving are reported here; nil: nowhere
+}
+
+func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer, error) {
+	pcfg, hcfg, policy, acc := pc.p2p, pc.http, pc.policy, pc.access
 	info := eng.Info()
 	reg := prometheus.NewRegistry()
 	pcfg.Metrics = reg
@@ -311,7 +322,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pcfg p2p.Config, hcfg nod
 	run(func() { ann.Run(ctx) })
 	run(func() { dash.Run(ctx) })
 	run(func() { receiveGossip(ctx, topic, mesh) })
-	run(func() { watchPeers(ctx, host, mesh) })
+	run(func() { watchPeers(ctx, host, mesh, pc.events) })
 	run(func() { pullSnapshots(ctx, host, mesh, info.ID) })
 	run(func() {
 		if err := host.JoinNamespace(ctx, p2p.ModelNamespace(info.ID)); err != nil && ctx.Err() == nil {
@@ -401,8 +412,9 @@ func receiveGossip(ctx context.Context, topic *p2p.Topic, mesh *node.Mesh) {
 	}
 }
 
-// watchPeers tells the mesh when a peer's last connection closes.
-func watchPeers(ctx context.Context, host *p2p.Host, mesh *node.Mesh) {
+// watchPeers tells the mesh when a peer's last connection closes, and the
+// user (on out) when peers come and go.
+func watchPeers(ctx context.Context, host *p2p.Host, mesh *node.Mesh, out io.Writer) {
 	events, err := host.SubscribePeers(ctx)
 	if err != nil {
 		return
@@ -410,6 +422,16 @@ func watchPeers(ctx context.Context, host *p2p.Host, mesh *node.Mesh) {
 	for ev := range events {
 		if !ev.Connected {
 			mesh.PeerDown(node.PeerID(ev.Peer.String()))
+		}
+		if out != nil {
+			what := "connected"
+			switch {
+			case !ev.Connected:
+				what = "left"
+			case ev.Limited:
+				what = "connected (relayed)"
+			}
+			fmt.Fprintf(out, "peer %s %s; %d connected\n", ev.Peer, what, len(host.Peers()))
 		}
 	}
 }
