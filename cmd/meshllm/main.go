@@ -5,6 +5,7 @@
 //	meshllm demo                        start a peer on stories260K and send it real requests
 //	meshllm calibrate --model PATH      measure the engine and write a sim profile
 //	meshllm model synth --shape NAME    write a synthetic GGUF with a real model's shape
+//	meshllm testnet up --peers N         N real peers on loopback (one bootstrap)
 //	meshllm bench-engine                prefill/decode/TTFT figures on a synthetic model
 //
 // Settings come from flags, then MESHLLM_* environment variables, then the
@@ -55,6 +56,7 @@ func newApp() *cli.App {
 			modelCommand(),
 			benchEngineCommand(),
 			benchCommand(),
+			testnetCommand(),
 		},
 	}
 }
