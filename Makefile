@@ -35,7 +35,7 @@ build: setup
 run: build
 	bin/meshllm demo
 
-test: setup
+test: build
 	$(ENGINE_ENV) && $(GO) vet ./...
 	$(MAKE) test-race
 	$(MAKE) test-engine
@@ -71,3 +71,13 @@ image: build
 
 demo-compose: image
 	$(GO) run ./docker/compose-demo
+
+# A long run under faults, not part of `make test`: N peers, a steady
+# MMLU/story workload, random kills, graceful restarts and freezes.
+# SOAK_DURATION=2m make soak for a short run; SOAK_PEERS sets N.
+SOAK_DURATION ?= 30m
+SOAK_PEERS    ?= 5
+.PHONY: soak
+soak: build
+	@mkdir -p .build
+	$(GO) run ./testnet/soak -duration $(SOAK_DURATION) -peers $(SOAK_PEERS) -json .build/soak.json

@@ -17,39 +17,71 @@ import (
 // must not hang the reader.
 const apiTimeout = 3 * time.Second
 
-func getJSON(ctx context.Context, url string, v any) error {
+// API reads a peer's status endpoints at Addr (host:port), with Token as
+// the bearer token when the API requires one.
+type API struct {
+	Addr, Token string
+}
+
+func (a API) get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.Addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if a.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.Token)
+	}
+	return http.DefaultClient.Do(req)
+}
+
+func (a API) getJSON(ctx context.Context, path string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.get(ctx, path)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
+// API is the peer's status API.
+func (p *Peer) API() API { return API{Addr: p.HTTP()} }
+
 // Mesh reads the peer's /v1/mesh; recent adds its recent routing
 // decisions.
 func (p *Peer) Mesh(ctx context.Context, recent bool) (node.MeshStatus, error) {
-	var s node.MeshStatus
-	url := "http://" + p.HTTP() + "/v1/mesh"
-	if recent {
-		url += "?recent=1"
-	}
-	return s, getJSON(ctx, url, &s)
+	return p.API().Mesh(ctx, recent)
 }
 
-// Knows reports whether p's mesh view holds peer id with a load and an
-// RTT (withDigest: and a non-empty digest).
+// Knows is API.Knows on the peer.
 func (p *Peer) Knows(ctx context.Context, id string, withDigest bool) bool {
-	s, err := p.Mesh(ctx, false)
+	return p.API().Knows(ctx, id, withDigest)
+}
+
+// Sees is API.Sees on the peer.
+func (p *Peer) Sees(ctx context.Context, id string) bool { return p.API().Sees(ctx, id) }
+
+// Metrics is API.Metrics on the peer.
+func (p *Peer) Metrics(ctx context.Context) (Metrics, error) { return p.API().Metrics(ctx) }
+
+// Mesh reads /v1/mesh; recent adds the recent routing decisions.
+func (a API) Mesh(ctx context.Context, recent bool) (node.MeshStatus, error) {
+	var s node.MeshStatus
+	path := "/v1/mesh"
+	if recent {
+		path += "?recent=1"
+	}
+	return s, a.getJSON(ctx, path, &s)
+}
+
+// Knows reports whether the peer's mesh view holds peer id with a load
+// and an RTT (withDigest: and a non-empty digest).
+func (a API) Knows(ctx context.Context, id string, withDigest bool) bool {
+	s, err := a.Mesh(ctx, false)
 	if err != nil {
 		return false
 	}
@@ -61,9 +93,9 @@ func (p *Peer) Knows(ctx context.Context, id string, withDigest bool) bool {
 	return false
 }
 
-// Sees reports whether p's mesh view holds peer id at all.
-func (p *Peer) Sees(ctx context.Context, id string) bool {
-	s, err := p.Mesh(ctx, false)
+// Sees reports whether the peer's mesh view holds peer id at all.
+func (a API) Sees(ctx context.Context, id string) bool {
+	s, err := a.Mesh(ctx, false)
 	if err != nil {
 		return false
 	}
@@ -91,15 +123,11 @@ func (m Metrics) Sum(prefix string) float64 {
 	return s
 }
 
-// Metrics scrapes the peer's /metrics.
-func (p *Peer) Metrics(ctx context.Context) (Metrics, error) {
+// Metrics scrapes /metrics.
+func (a API) Metrics(ctx context.Context) (Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.HTTP()+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.get(ctx, "/metrics")
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,10 @@ type Answer struct {
 	CachedTokens     int
 	// FirstPiece is when the first text arrived (streams only).
 	FirstPiece time.Duration
-	Latency    time.Duration
+	// MaxGap is the longest wait between two pieces of a stream: what a
+	// fault mid-stream costs the client.
+	MaxGap  time.Duration
+	Latency time.Duration
 }
 
 // Complete checks that the answer is whole: a finish reason of "stop" or
@@ -127,6 +130,7 @@ func fold(a Answer, c completionJSON) Answer {
 // readStream reads server-sent completion chunks until [DONE].
 func readStream(r io.Reader, start time.Time, onFirst func()) (Answer, error) {
 	var a Answer
+	var last time.Time
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -143,7 +147,15 @@ func readStream(r io.Reader, start time.Time, onFirst func()) (Answer, error) {
 		}
 		before := len(a.Text)
 		a = fold(a, c)
-		if a.FirstPiece == 0 && len(a.Text) > before {
+		if len(a.Text) == before {
+			continue
+		}
+		now := time.Now()
+		if !last.IsZero() {
+			a.MaxGap = max(a.MaxGap, now.Sub(last))
+		}
+		last = now
+		if a.FirstPiece == 0 {
 			a.FirstPiece = time.Since(start)
 			if onFirst != nil {
 				onFirst()
@@ -154,4 +166,21 @@ func readStream(r io.Reader, start time.Time, onFirst func()) (Answer, error) {
 		return a, err
 	}
 	return a, errors.New("stream ended without [DONE]")
+}
+
+// BearerClient is an HTTP client that sends token as the bearer token of
+// every request, for peers whose API requires one.
+func BearerClient(token string) *http.Client {
+	return &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}}
+}
+
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
 }

@@ -39,6 +39,12 @@ type Driver struct {
 	// Timeout bounds one request (default 2 min): a request that hangs is
 	// a failure, not a hung test.
 	Timeout time.Duration
+	// Client, when set, sends the requests (e.g. one that adds a bearer
+	// token); by default each Run has its own.
+	Client *http.Client
+	// Done, when set, is called with each result as it comes in (e.g. to
+	// release the target Target picked).
+	Done func(Result)
 
 	mu      sync.Mutex
 	results []Result
@@ -54,8 +60,11 @@ func (d *Driver) Run(ctx context.Context) []Result {
 	}
 	// One transport per driver: keep-alive connections to the surviving
 	// peers, and no connection reuse across a restarted peer's old port.
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
-	defer client.CloseIdleConnections()
+	client := d.Client
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+		defer client.CloseIdleConnections()
+	}
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -66,7 +75,11 @@ func (d *Driver) Run(ctx context.Context) []Result {
 				start := time.Now()
 				a, err := Complete(rctx, client, target, ask)
 				cancel()
-				d.add(Result{Worker: w, Seq: seq, Target: target, Start: start, Answer: a, Err: err})
+				r := Result{Worker: w, Seq: seq, Target: target, Start: start, Answer: a, Err: err}
+				if d.Done != nil {
+					d.Done(r)
+				}
+				d.add(r)
 				if d.Pause > 0 {
 					select {
 					case <-ctx.Done():
@@ -131,8 +144,8 @@ func (d *Driver) WaitResult(ctx context.Context, wait time.Duration, ok func(Res
 type Summary struct {
 	Requests, Failures int
 	// Errors are the first few failures, for the report.
-	Errors          []string
-	P50, P99, Max   time.Duration
+	Errors        []string
+	P50, P99, Max time.Duration
 }
 
 // Summarize counts results and failures and takes latency percentiles.

@@ -60,16 +60,22 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// threePeers starts a bootstrap peer and peers A and B joining through it,
-// and waits until each of A and B knows the other.
-func threePeers(t *testing.T) (boot, a, b *Peer) {
-	boot = startPeer(t, "boot", "--bootstrap-node")
-	a = startPeer(t, "a", "--bootstrap", boot.Addr())
-	b = startPeer(t, "b", "--bootstrap", boot.Addr())
-	waitFor(t, "A and B to know each other", 60*time.Second, func() bool {
-		return a.Knows(t.Context(), b.ID(), false) && b.Knows(t.Context(), a.ID(), false)
+// holderMesh starts H alone, warms its cache with the 5-shot prefixes of
+// subjects (alone, it cannot forward them: they land in its own cache),
+// then starts A and C joining through H, and waits until A knows H's
+// digest. Requests of those subjects sent to A are then forwarded to H.
+func holderMesh(t *testing.T, subjects ...*mmlu.Subject) (h, a, c *Peer) {
+	t.Helper()
+	h = startPeer(t, "h")
+	for _, s := range subjects {
+		warm(t, h, s)
+	}
+	a = startPeer(t, "a", "--bootstrap", h.Addr())
+	c = startPeer(t, "c", "--bootstrap", h.Addr())
+	waitFor(t, "A to know H's digest and C", 60*time.Second, func() bool {
+		return a.Knows(t.Context(), h.ID(), true) && a.Knows(t.Context(), c.ID(), false)
 	})
-	return boot, a, b
+	return h, a, c
 }
 
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
@@ -101,21 +107,6 @@ func warm(t *testing.T, p *Peer, s *mmlu.Subject) {
 	}
 }
 
-// digestBlocks is how many blocks from's view says peer id holds (-1 when
-// it does not know id).
-func digestBlocks(ctx context.Context, from *Peer, id string) int {
-	s, err := from.Mesh(ctx, false)
-	if err != nil {
-		return -1
-	}
-	for _, q := range s.Peers {
-		if string(q.Peer) == id {
-			return q.DigestBlocks
-		}
-	}
-	return -1
-}
-
 // peerStatus is from's view of peer id.
 func peerStatus(ctx context.Context, from *Peer, id string) (node.PeerStatus, bool) {
 	s, err := from.Mesh(ctx, false)
@@ -133,6 +124,15 @@ func peerStatus(ctx context.Context, from *Peer, id string) (node.PeerStatus, bo
 // fiveShots is a Driver.Ask sending subject s's 5-shot questions.
 func fiveShots(s *mmlu.Subject, maxTokens int) func(w, seq int) Ask {
 	return func(w, seq int) Ask { return Ask{Prompt: s.FiveShot(1 + w*1000 + seq), MaxTokens: maxTokens} }
+}
+
+// stories is a Driver.Ask sending short story openings: prompts too
+// short for forwarding to pay, so the receiving peer serves them.
+func stories(maxTokens int) func(w, seq int) Ask {
+	names := []string{"Lily", "Tom", "Sue", "Ben"}
+	return func(w, seq int) Ask {
+		return Ask{Prompt: fmt.Sprintf("Once upon a time, %s found %d shiny stones.", names[(w+seq)%len(names)], seq), MaxTokens: maxTokens}
+	}
 }
 
 func to(p *Peer) func(int, int) string { return func(int, int) string { return p.HTTP() } }
@@ -186,3 +186,43 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float
 
 // httpClient is the tests' client for one-off requests.
 func httpClient() *http.Client { return http.DefaultClient }
+
+// watch polls cond every 50 ms from now on, in the background, and
+// delivers the time it first held (nothing if the test ends first).
+func watch(t *testing.T, cond func() bool) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		for t.Context().Err() == nil {
+			if cond() {
+				ch <- time.Now()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return ch
+}
+
+// await waits for a watch to fire.
+func await(t *testing.T, what string, ch <-chan time.Time, d time.Duration) time.Time {
+	t.Helper()
+	select {
+	case at := <-ch:
+		return at
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+	return time.Time{}
+}
+
+// decisionFor is p's recent decision for the request with maxTokens
+// made after since.
+func decisionFor(t *testing.T, p *Peer, since time.Time, maxTokens int) (node.DecisionRecord, bool) {
+	t.Helper()
+	for _, r := range recentSince(t, p, since) {
+		if r.MaxTokens == maxTokens {
+			return r, true
+		}
+	}
+	return node.DecisionRecord{}, false
+}

@@ -66,6 +66,7 @@ func (p *Peer) args() []string {
 
 func (p *Peer) start(ctx context.Context) error {
 	cmd := exec.Command(p.spec.Bin, p.args()...)
+	dieWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -198,12 +199,17 @@ func (p *Peer) Stop() error { return p.signal(syscall.SIGSTOP) }
 // Cont resumes a stopped process.
 func (p *Peer) Cont() error { return p.signal(syscall.SIGCONT) }
 
-// Restart starts the process again with the same spec (same data dir: the
-// same peer ID, but a new cache epoch and an empty cache). The process must
-// have exited.
-func (p *Peer) Restart(ctx context.Context) error {
+// Restart starts the process again with the same data dir (the same peer
+// ID, but a new cache epoch and an empty cache) and the same flags, or
+// args instead when given (a first peer that bootstrapped from no one
+// needs a --bootstrap to find the mesh again). The process must have
+// exited.
+func (p *Peer) Restart(ctx context.Context, args ...string) error {
 	if p.Running() {
 		return fmt.Errorf("%s: restart of a running process", p.spec.Name)
+	}
+	if args != nil {
+		p.spec.Args = args
 	}
 	return p.start(ctx)
 }
