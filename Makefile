@@ -14,11 +14,14 @@ ENGINE_ENV := eval "$$(scripts/engine-env.sh)"
 VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -X main.version=$(VERSION)
 # Packages that do not link llama.cpp: tested with -race.
-PURE_PKGS   = $$($(GO) list ./... | grep -v -e /infer/llama -e /cmd/meshllm)
+PURE_PKGS   = $$($(GO) list ./... | grep -v -e /infer/llama -e /cmd/meshllm -e /testnet/faults)
 # Packages that link llama.cpp: tested without -race (a race build of
 # llama.cpp would be a second multi-minute compile and adds nothing: the Go
 # side of the engine is exercised under -race through infer's fakes).
 ENGINE_PKGS = ./infer/llama ./cmd/meshllm
+# Tests that run real `meshllm join` processes (bin/meshllm): one package at
+# a time, so their peers do not compete with other tests for the cores.
+PROCESS_PKGS = ./testnet/faults
 FUZZTIME   ?= 10s
 
 .PHONY: all setup build run test test-race test-engine fuzz-short bench-engine bench clean
@@ -36,6 +39,7 @@ run: build
 	bin/meshllm demo
 
 test: build
+	@scripts/install-chromium.sh || echo "no Chromium: the dashboard's browser test will skip"
 	$(ENGINE_ENV) && $(GO) vet ./...
 	$(MAKE) test-race
 	$(MAKE) test-engine
@@ -46,6 +50,7 @@ test-race:
 
 test-engine:
 	$(ENGINE_ENV) && $(GO) test -p 1 -count=1 $(ENGINE_PKGS)
+	$(GO) test -race -p 1 -count=1 $(PROCESS_PKGS)
 
 # A short run of every fuzz target (the seed corpora also run in test-race).
 fuzz-short:
