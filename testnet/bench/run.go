@@ -43,6 +43,9 @@ type Row struct {
 	DecideMicros float64 `json:"decide_us"`
 	VirtualSec   float64 `json:"virtual_s"`
 	WallSec      float64 `json:"wall_s"`
+	// Failed counts requests that got an error (real runs only; they are
+	// left out of the other figures).
+	Failed int `json:"failed,omitempty"`
 
 	// Shares[w][p] is peer p's traffic share in window w (plots, CSV).
 	Shares        [][]float64 `json:"-"`
