@@ -94,10 +94,10 @@ func (s *Server) wrap(api, path string, h http.HandlerFunc) http.Handler {
 			s.metrics.requests.WithLabelValues(api, path, strconv.Itoa(status)).Inc()
 			s.metrics.latency.WithLabelValues(api, path).Observe(s.now().Sub(start).Seconds())
 		}()
-		if path != "/healthz" && !s.authorized(r) {
+		if path != "/healthz" && !s.authorized(r) && !s.browserAuthorized(rec, r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="meshllm"`)
 			s.writeError(rec, dialectOf(r.URL.Path), &apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",
-				message: "missing or wrong API token: send Authorization: Bearer TOKEN"})
+				message: "missing or wrong API token: send Authorization: Bearer TOKEN (browsers: open /?token=TOKEN once)"})
 			return
 		}
 		h(rec, r)

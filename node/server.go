@@ -202,10 +202,37 @@ func (s *Server) newID(prefix string) string {
 }
 
 // authorized checks the Bearer token in constant time.
+// tokenCookie carries the API token for browsers, which cannot send an
+// Authorization header when the user opens the dashboard.
+const tokenCookie = "meshllm_token"
+
+// browserAuthorized lets a browser in with the token as a cookie, set by
+// opening any GET page once with ?token=TOKEN. Only GET and HEAD requests
+// (the dashboard, its event stream and assets, read-only endpoints) accept
+// the cookie, and it is SameSite=Strict and HttpOnly: a page on another site
+// can neither send it with a forged POST nor read it.
+func (s *Server) browserAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.cfg.APIToken == "" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return false
+	}
+	if c, err := r.Cookie(tokenCookie); err == nil && s.tokenMatches(c.Value) {
+		return true
+	}
+	if q := r.URL.Query().Get("token"); q != "" && s.tokenMatches(q) {
+		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: q, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		return true
+	}
+	return false
+}
+
+func (s *Server) tokenMatches(got string) bool {
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.cfg.APIToken)) == 1
+}
+
 func (s *Server) authorized(r *http.Request) bool {
 	if s.cfg.APIToken == "" {
 		return true
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.cfg.APIToken)) == 1
+	return ok && s.tokenMatches(got)
 }

@@ -258,3 +258,44 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Errorf("engine served count:\n%s", grepLines(got, "served"))
 	}
 }
+
+// TestBrowserTokenCookie: a browser opens the dashboard once with
+// ?token=, then its cookie authorizes GETs, never POSTs.
+func TestBrowserTokenCookie(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.APIToken = "s3cret"
+	srv, err := NewServer(cfg, newFakeEngine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	do := func(method, target string, cookie *http.Cookie) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, target, strings.NewReader(`{}`))
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := do("GET", "/v1/models", nil); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", rec.Code)
+	}
+	if rec := do("GET", "/v1/models?token=wrong", nil); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", rec.Code)
+	}
+	rec := do("GET", "/v1/models?token=s3cret", nil)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("query token: %d", rec.Code)
+	}
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("cookie: %+v", cookies)
+	}
+	if rec := do("GET", "/v1/models", cookies[0]); rec.Code != http.StatusOK {
+		t.Fatalf("cookie GET: %d", rec.Code)
+	}
+	if rec := do("POST", "/v1/chat/completions", cookies[0]); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("cookie must not authorize a POST: %d", rec.Code)
+	}
+}
