@@ -79,7 +79,8 @@ type Request struct {
 // Sampling holds the sampling parameters of a request. The zero value of a
 // field means "the engine's default" except where stated.
 type Sampling struct {
-	// Temperature; 0 selects greedy decoding. Default 0.8 when unset (<0).
+	// Temperature; 0 selects greedy decoding; negative means unset, and the
+	// engine uses 0.8 (llama.cpp's and Ollama's default).
 	Temperature float32
 	// TopP nucleus sampling; 0 or 1 disables it.
 	TopP float32

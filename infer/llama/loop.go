@@ -288,6 +288,9 @@ func samplingParams(s infer.Sampling) llama.SamplingParams {
 		PenaltyPresent: 0,
 		Seed:           uint32(s.Seed),
 	}
+	if p.Temp < 0 {
+		p.Temp = 0.8 // unset: llama.cpp's and Ollama's default
+	}
 	if p.TopP <= 0 || p.TopP > 1 {
 		p.TopP = 1
 	}
