@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -29,6 +30,12 @@ type InferClientOptions struct {
 	IdleTimeout time.Duration
 	// WriteTimeout bounds the request write (default 10 s).
 	WriteTimeout time.Duration
+	// DialTimeout bounds the dial when there is no connection to the peer
+	// yet (default 2 s), apart from the reply's wait. A peer restarted on
+	// new ports leaves its old addresses in the peerstore: TCP to them is
+	// refused at once, but QUIC to a closed UDP port hears nothing and
+	// would hold the request for the host's whole dial timeout.
+	DialTimeout time.Duration
 	// Observe, if set, receives each served request's RTT sample
 	// (Timing.Network), for the caller's RTT estimator. It is called on the
 	// caller's goroutine before Infer returns.
@@ -55,6 +62,9 @@ func NewInferClient(h host.Host, opts InferClientOptions) *InferClient {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 2 * time.Second
+	}
 	return &InferClient{h: h, opts: opts}
 }
 
@@ -76,7 +86,7 @@ func (c *InferClient) Infer(ctx context.Context, p peer.ID, req *InferRequest, o
 	if err := req.validate(); err != nil {
 		return nil, err
 	}
-	st, err := c.h.NewStream(ctx, p, InferProtocol)
+	st, err := c.h.NewStream(network.WithDialPeerTimeout(ctx, c.opts.DialTimeout), p, InferProtocol)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -409,5 +410,46 @@ func BenchmarkInferStream(b *testing.B) {
 		if _, err := client.Infer(context.Background(), hs[1].ID(), req, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestInferStaleAddrsFailFast: a peer restarted on new ports leaves its
+// old addresses in the client's peerstore. TCP to them is refused at once,
+// but QUIC to a closed UDP port hears nothing: without the client's own
+// dial bound the stream open waited for the host's DialTimeout (5 s on
+// loopback), and the router's first-piece watchdog, before falling back.
+func TestInferStaleAddrsFailFast(t *testing.T) {
+	priv, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newTestHost(t, testConfig(true))
+	cb := testConfig(true)
+	cb.Identity = priv
+	old, err := New(context.Background(), cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LibP2P().Connect(context.Background(), peer.AddrInfo{ID: old.ID(), Addrs: old.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the old connection to close", func() bool { return !connected(a, old.ID()) })
+	restarted := newTestHost(t, cb) // same identity, new ports
+	NewInferService(restarted.LibP2P(), func(ctx context.Context, from peer.ID, req *InferRequest, send func(InferPiece) error) (*InferFinal, error) {
+		return &InferFinal{GeneratedTokens: 1, FinishReason: "stop"}, nil
+	}, InferServiceOptions{})
+	client := NewInferClient(a.LibP2P(), InferClientOptions{})
+	start := time.Now()
+	_, err = client.Infer(context.Background(), restarted.ID(), &InferRequest{ModelID: "m", Prompt: []int32{1}}, nil)
+	if took := time.Since(start); err == nil || took > 3*time.Second {
+		t.Fatalf("infer to stale addresses: %v after %v; want an error within the 2 s dial bound", err, took)
+	}
+	// Once the fresh addresses are known, the same client reaches it.
+	a.LibP2P().Peerstore().AddAddrs(restarted.ID(), restarted.Addrs(), time.Minute)
+	if fin, err := client.Infer(context.Background(), restarted.ID(), &InferRequest{ModelID: "m", Prompt: []int32{1}}, nil); err != nil || fin.GeneratedTokens != 1 {
+		t.Fatalf("after learning fresh addresses: %+v %v", fin, err)
 	}
 }
