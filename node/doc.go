@@ -23,6 +23,16 @@
 // sits between the handlers and the engine. docs/api.md documents the
 // endpoints, fields, errors and defaults.
 //
+// The mesh side: Mesh holds this peer's view of the others (cache-digest
+// replicas in a cache.ClusterView, load announcements, RTTs, cooldowns);
+// Router implements Generator by asking Decide where a request is served
+// fastest and forwarding it through a Forwarder (the p2p stream, wired in
+// cmd/meshllm), falling back to the next candidate or to local serving,
+// and weighing each peer by Trust (do its cache claims hold?). Announce
+// publishes this peer's digest deltas and load through an Announcer.
+// Dashboard serves the live page at / and /ui/ (server-sent events).
+// node never imports libp2p or p2p (deps_test.go enforces it).
+//
 // Concurrency: Decide is a pure function. A Server is safe for concurrent use once NewServer returns;
 // its handlers run on net/http's goroutines and share only the Generator
 // (which must be safe for concurrent use) and the Prometheus collectors.
