@@ -14,7 +14,7 @@ ENGINE_ENV := eval "$$(scripts/engine-env.sh)"
 VERSION    ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -X main.version=$(VERSION)
 # Packages that do not link llama.cpp: tested with -race.
-PURE_PKGS   = $$($(GO) list ./... | grep -v -e /infer/llama -e /cmd/meshllm -e /testnet/faults)
+PURE_PKGS   = $$($(GO) list ./... | grep -v -e '/infer/llama$$' -e '/cmd/meshllm$$' -e '/testnet/faults$$')
 # Packages that link llama.cpp: tested without -race (a race build of
 # llama.cpp would be a second multi-minute compile and adds nothing: the Go
 # side of the engine is exercised under -race through infer's fakes).

@@ -5,7 +5,7 @@
 set -euo pipefail
 t="${1:-10s}"
 cd "$(dirname "$0")/.."
-for pkg in $(go list ./... | grep -v -e /infer/llama -e /cmd/meshllm); do
+for pkg in $(go list ./... | grep -v -e '/infer/llama$' -e '/cmd/meshllm$'); do
   dir="$(go list -f '{{.Dir}}' "$pkg")"
   for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     echo "fuzz $pkg $f ($t)"

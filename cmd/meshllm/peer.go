@@ -16,6 +16,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/meshllm/meshllm/cache"
+	"github.com/meshllm/meshllm/cmd/meshllm/wire"
 	"github.com/meshllm/meshllm/infer"
 	"github.com/meshllm/meshllm/infer/llama"
 	"github.com/meshllm/meshllm/node"
@@ -127,7 +128,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	}
 	mesh, err := node.NewMesh(node.MeshConfig{
 		Self: node.PeerID(self.String()), Model: info.ID, ModelName: info.Name,
-		RTT: rttSource{h: host, limited: limitedTracker(host)}, Policy: policy,
+		RTT: wire.RTTSource{RTTs: host, Limited: wire.LimitedTracker(host.LibP2P())}, Policy: policy,
 	})
 	if err != nil {
 		return fail(err)
@@ -140,14 +141,14 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	}
 	client := p2p.NewInferClient(host.LibP2P(), p2p.InferClientOptions{Observe: host.ObserveRTT})
 	router, err := node.NewRouter(node.RouterConfig{
-		Engine: eng, Mesh: mesh, Forwarder: forwarder{client: client, model: info.ID},
+		Engine: eng, Mesh: mesh, Forwarder: wire.Forwarder{Client: client, Model: info.ID},
 		Speeds: speeds, Registry: reg, Logger: slog.Default(),
 	})
 	if err != nil {
 		return fail(err)
 	}
 	trust.Store(router.Trust())
-	handler := p2p.LimitHandler(serveForwarded(router, info.ID), p2p.DefaultRateLimits())
+	handler := p2p.LimitHandler(wire.ServeForwarded(router, info.ID), p2p.DefaultRateLimits())
 	if membership != nil {
 		handler = membership.Guard(handler) // outsiders do not spend the rate budget
 	}
@@ -161,7 +162,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	}
 	ann, err := node.NewAnnounce(node.AnnounceConfig{
 		Cache: eng, Stats: eng, Source: source, Speeds: speeds, Policy: policy,
-		Publish: announcer{topic: topic, self: self, epoch: epoch}, Logger: slog.Default(),
+		Publish: wire.Announcer{Topic: topic, Self: self, Epoch: epoch}, Logger: slog.Default(),
 	})
 	if err != nil {
 		return fail(err)
@@ -198,9 +199,9 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
 	run(func() { ann.Run(ctx) })
 	run(func() { dash.Run(ctx) })
-	run(func() { receiveGossip(ctx, topic, mesh) })
+	run(func() { wire.ReceiveGossip(ctx, topic, mesh) })
 	run(func() { watchPeers(ctx, host, mesh, pc.events) })
-	run(func() { pullSnapshots(ctx, host, mesh, info.ID) })
+	run(func() { wire.PullSnapshots(ctx, host.LibP2P(), mesh, info.ID, 0) })
 	run(func() {
 		if err := host.JoinNamespace(ctx, p2p.ModelNamespace(info.ID)); err != nil && ctx.Err() == nil {
 			slog.Warn("discovery stopped", "err", err)
@@ -250,30 +251,6 @@ func measureSpeeds(ctx context.Context, eng *llama.Engine) (prefill, decode floa
 	return res.PrefillTokensPerSecond(), res.DecodeTokensPerSecond(), nil
 }
 
-// receiveGossip applies other peers' digests and loads to the mesh view.
-func receiveGossip(ctx context.Context, topic *p2p.Topic, mesh *node.Mesh) {
-	for {
-		msg, err := topic.Next(ctx)
-		if err != nil {
-			return
-		}
-		from := node.PeerID(msg.From.String())
-		now := time.Now()
-		switch {
-		case msg.Digest != nil:
-			if _, err := mesh.ApplyDigest(from, msg.Digest, now); err != nil {
-				slog.Debug("digest rejected", "from", from, "err", err)
-			}
-		case msg.Load != nil:
-			l := msg.Load
-			mesh.ApplyLoad(from, node.Load{
-				QueueDepth: l.QueueDepth, Active: l.Active, Slots: l.Slots, PushBack: l.PushBack,
-				PrefillTokPerSec: l.PrefillTokPerSec, DecodeTokPerSec: l.DecodeTokPerSec, Seq: l.Seq,
-			}, now)
-		}
-	}
-}
-
 // watchPeers tells the mesh when a peer's last connection closes, and the
 // user (on out) when peers come and go.
 func watchPeers(ctx context.Context, host *p2p.Host, mesh *node.Mesh, out io.Writer) {
@@ -295,50 +272,5 @@ func watchPeers(ctx context.Context, host *p2p.Host, mesh *node.Mesh, out io.Wri
 			}
 			fmt.Fprintf(out, "peer %s %s; %d connected\n", ev.Peer, what, len(host.Peers()))
 		}
-	}
-}
-
-// pullSnapshots is the anti-entropy loop: replicas that saw a gap or a new
-// epoch get the peer's full snapshot over a stream; silent peers expire.
-func pullSnapshots(ctx context.Context, host *p2p.Host, mesh *node.Mesh, model string) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		mesh.Expire(time.Now())
-		for _, id := range mesh.NeedSnapshots() {
-			pid, err := peer.Decode(string(id))
-			if err != nil {
-				continue
-			}
-			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			d, err := p2p.FetchSnapshot(fctx, host.LibP2P(), pid, model)
-			cancel()
-			if err != nil {
-				slog.Debug("snapshot pull failed", "peer", id, "err", err)
-				continue
-			}
-			mesh.ApplyDigest(id, d, time.Now())
-		}
-	}
-}
-
-// limitedTracker reports whether all connections to a peer are relayed.
-func limitedTracker(h *p2p.Host) func(peer.ID) bool {
-	return func(p peer.ID) bool {
-		conns := h.LibP2P().Network().ConnsToPeer(p)
-		if len(conns) == 0 {
-			return false
-		}
-		for _, c := range conns {
-			if !c.Stat().Limited {
-				return false
-			}
-		}
-		return true
 	}
 }
