@@ -259,7 +259,11 @@ func keepRunning(ctx context.Context, c *cli.Context, out io.Writer, peers []*me
 	if !c.Bool("keep") {
 		return nil
 	}
-	fmt.Fprintf(out, "\nthe mesh keeps running until Ctrl-C; open http://%s/ in a browser, or point a chat app at http://%s/v1\n",
+	fmt.Fprintln(out, "\nthe mesh keeps running until Ctrl-C. Dashboards (a peer's routing decisions appear on its own page):")
+	for i, p := range peers {
+		fmt.Fprintf(out, "  peer %d  http://%s/\n", i+1, p.httpAddr)
+	}
+	fmt.Fprintf(out, "point a chat app at any of them, e.g. OpenAI base URL http://%s/v1 or OLLAMA_HOST=http://%s\n",
 		peers[0].httpAddr, peers[0].httpAddr)
 	<-ctx.Done()
 	return nil
