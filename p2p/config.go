@@ -184,6 +184,13 @@ type ResourceLimits struct {
 	MaxConnsInbound int
 	// MaxStreams caps open streams over all peers (0 = the scaled value).
 	MaxStreams int
+	// MaxStreamsInboundPerPeer caps the inbound streams one remote peer may
+	// hold open, negotiating or served (0 = 64). It must stay below the
+	// transient scope's inbound limit (160 at the default memory): streams
+	// sit in that shared scope until their protocol is negotiated, and with
+	// libp2p's scaled per-peer limit (288) one flooding peer could fill it
+	// and have every other peer's new streams reset.
+	MaxStreamsInboundPerPeer int
 	// Protocols caps the inbound streams of meshllm's protocols, over all
 	// peers and per peer; nil means DefaultProtocolLimits (infer 128 and
 	// 16 a peer, snapshot and membership 64 and 4), an empty map none.

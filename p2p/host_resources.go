@@ -47,6 +47,12 @@ func resourceLimits(r *ResourceLimits) rcmgr.ConcreteLimitConfig {
 	if v := r.MaxStreams; v > 0 {
 		partial.System.Streams = rcmgr.LimitVal(v)
 	}
+	perPeer := r.MaxStreamsInboundPerPeer
+	if perPeer <= 0 {
+		perPeer = 64
+	}
+	partial.PeerDefault.StreamsInbound = rcmgr.LimitVal(perPeer)
+	partial.PeerDefault.Streams = rcmgr.LimitVal(2 * perPeer)
 	applyProtocolLimits(&partial, r.Protocols)
 	return partial.Build(concrete)
 }
