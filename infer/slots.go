@@ -178,9 +178,6 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// Free reports how many KV cells no slot holds.
-func (s *Slots) Free() int { return s.tree.Free() }
-
 // Release ends the request in slot; its tokens stay cached.
 func (s *Slots) Release(slot int, now int64) {
 	if !s.busy[slot] {

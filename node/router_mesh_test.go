@@ -75,6 +75,11 @@ func (n *memNode) Forward(ctx context.Context, peer PeerID, req infer.Request, e
 }
 
 func (b *memBus) add(t *testing.T, id PeerID) *memNode {
+	return b.addWith(t, id, func(n *memNode) Forwarder { return n })
+}
+
+// addWith is add with the node's Forwarder chosen by fwd.
+func (b *memBus) addWith(t *testing.T, id PeerID, fwd func(*memNode) Forwarder) *memNode {
 	t.Helper()
 	n := &memNode{id: id, eng: newSimEngine(t), bus: b}
 	info := n.eng.Info()
@@ -87,7 +92,7 @@ func (b *memBus) add(t *testing.T, id PeerID) *memNode {
 	// (Policy.AssumedPrefillTokPerSec) and sends even cold prompts to
 	// measured, faster peers until it has measured itself.
 	speeds := NewSpeeds(0, 1000, 500)
-	if n.router, err = NewRouter(RouterConfig{Engine: n.eng, Mesh: mesh, Forwarder: n, Speeds: speeds}); err != nil {
+	if n.router, err = NewRouter(RouterConfig{Engine: n.eng, Mesh: mesh, Forwarder: fwd(n), Speeds: speeds}); err != nil {
 		t.Fatal(err)
 	}
 	src, err := cache.NewSource(cache.SourceConfig{Peer: string(id), Model: info.ID, Epoch: uint64(time.Now().UnixNano())})

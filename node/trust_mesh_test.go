@@ -71,28 +71,7 @@ func (f *trustForwarder) Forward(ctx context.Context, peer PeerID, req infer.Req
 // addTrustNode is memBus.add with a trustForwarder.
 func addTrustNode(t *testing.T, b *memBus, id PeerID) *memNode {
 	t.Helper()
-	n := &memNode{id: id, eng: newSimEngine(t), bus: b}
-	info := n.eng.Info()
-	mesh, err := NewMesh(MeshConfig{Self: id, Model: info.ID, RTT: fixedRTT(time.Millisecond), Policy: DefaultPolicy()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	speeds := NewSpeeds(0, 1000, 500)
-	if n.router, err = NewRouter(RouterConfig{Engine: n.eng, Mesh: mesh, Forwarder: &trustForwarder{n: n, bus: b}, Speeds: speeds}); err != nil {
-		t.Fatal(err)
-	}
-	src, err := cache.NewSource(cache.SourceConfig{Peer: string(id), Model: info.ID, Epoch: uint64(time.Now().UnixNano())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n.ann, err = NewAnnounce(AnnounceConfig{Cache: n.eng, Stats: n.eng, Source: src, Publish: n,
-		Speeds: speeds, Policy: DefaultPolicy()}); err != nil {
-		t.Fatal(err)
-	}
-	b.mu.Lock()
-	b.nodes[id] = n
-	b.mu.Unlock()
-	return n
+	return b.addWith(t, id, func(n *memNode) Forwarder { return &trustForwarder{n: n, bus: b} })
 }
 
 // lie publishes, every second until ctx ends, a snapshot claiming every
