@@ -416,14 +416,20 @@ func BenchmarkInferStream(b *testing.B) {
 // TestInferStaleAddrsFailFast: a peer restarted on new ports leaves its
 // old addresses in the client's peerstore. TCP to them is refused at once,
 // but QUIC to a closed UDP port hears nothing: without the client's own
-// dial bound the stream open waited for the host's DialTimeout (5 s on
-// loopback), and the router's first-piece watchdog, before falling back.
+// dial bound the stream open waited for the host's DialTimeout, and the
+// router's first-piece watchdog, before falling back. The test gives the
+// host a one-minute DialTimeout and the client a short bound, and checks
+// which of the two ended the call: a ratio of 60 between them leaves a
+// loaded CI machine (race detector, parallel packages) all the slack it
+// needs, so this is no wall-clock speed assertion.
 func TestInferStaleAddrsFailFast(t *testing.T) {
 	priv, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newTestHost(t, testConfig(true))
+	ca := testConfig(true)
+	ca.DialTimeout = time.Minute // the host's own bound: what the client must not wait for
+	a := newTestHost(t, ca)
 	cb := testConfig(true)
 	cb.Identity = priv
 	old, err := New(context.Background(), cb)
@@ -441,11 +447,11 @@ func TestInferStaleAddrsFailFast(t *testing.T) {
 	NewInferService(restarted.LibP2P(), func(ctx context.Context, from peer.ID, req *InferRequest, send func(InferPiece) error) (*InferFinal, error) {
 		return &InferFinal{GeneratedTokens: 1, FinishReason: "stop"}, nil
 	}, InferServiceOptions{})
-	client := NewInferClient(a.LibP2P(), InferClientOptions{})
+	client := NewInferClient(a.LibP2P(), InferClientOptions{DialTimeout: time.Second})
 	start := time.Now()
 	_, err = client.Infer(context.Background(), restarted.ID(), &InferRequest{ModelID: "m", Prompt: []int32{1}}, nil)
-	if took := time.Since(start); err == nil || took > 3*time.Second {
-		t.Fatalf("infer to stale addresses: %v after %v; want an error within the 2 s dial bound", err, took)
+	if took := time.Since(start); err == nil || took > ca.DialTimeout/2 {
+		t.Fatalf("infer to stale addresses: %v after %v; want the client's 1 s dial bound to end it, not the host's %v", err, took, ca.DialTimeout)
 	}
 	// Once the fresh addresses are known, the same client reaches it.
 	a.LibP2P().Peerstore().AddAddrs(restarted.ID(), restarted.Addrs(), time.Minute)
