@@ -24,7 +24,7 @@ ENGINE_PKGS = ./infer/llama ./cmd/meshllm
 PROCESS_PKGS = ./testnet/faults
 FUZZTIME   ?= 10s
 
-.PHONY: all setup build run test test-race test-engine fuzz-short bench-engine bench clean
+.PHONY: all setup build run test test-race test-engine fuzz-short bench-engine bench bench-vt clean
 
 all: build
 
@@ -61,6 +61,12 @@ bench-engine: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PURE_PKGS)
+
+# The paper scenario on real p2p code (libp2p over simulated links, real
+# Routers) in virtual time, beside the discrete-event simulation: about a
+# minute on 2 cores; docs/results.md "Real p2p code in virtual time".
+bench-vt:
+	MESHLLM_VTMESH=1 $(GO) test ./testnet/vtmesh -run PaperScenario -v -timeout 30m
 
 clean:
 	rm -rf bin .build

@@ -207,8 +207,7 @@ func (h *Host) start() error {
 			}
 		}
 	})
-	p := &pinger{h: h.h, est: h.rtt, cfg: h.cfg.RTT, log: h.log}
-	h.goRun(p.run)
+	h.goRun(newPinger(h.h, h.rtt, h.cfg.RTT, h.log).run)
 	h.goRun(h.bootstrapLoop)
 	if h.cfg.EnableMDNS {
 		if err := h.startMDNS(); err != nil {

@@ -41,7 +41,7 @@ func TestPingerMeasuresLinkLatency(t *testing.T) {
 	cfg := DefaultRTTConfig()
 	cfg.Now = clk.Now
 	est := NewRTTEstimator(cfg)
-	p := &pinger{h: a, est: est, cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	p := newPinger(a, est, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for range 5 {

@@ -167,17 +167,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	if err != nil {
 		return fail(err)
 	}
-	snapsvc := p2p.NewSnapshotService(host.LibP2P(), func(model string) ([]byte, bool) {
-		if model != info.ID {
-			return nil, false
-		}
-		d := ann.Snapshot()
-		if d == nil {
-			return nil, false
-		}
-		b, err := d.MarshalBinary()
-		return b, err == nil
-	})
+	snapsvc := p2p.NewSnapshotService(host.LibP2P(), wire.SnapshotProvider(ann, info.ID))
 	closers = append(closers, snapsvc.Close)
 
 	dash, err := node.NewDashboard(node.DashboardConfig{Router: router, Registry: reg,

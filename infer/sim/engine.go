@@ -23,6 +23,8 @@ type Engine struct {
 	closing chan struct{} // closed by Close
 	running sync.WaitGroup
 
+	maxActive int // most requests holding a slot at once (Options.Running)
+
 	mu     sync.Mutex
 	slots  *infer.Slots
 	queue  []*waiter // FIFO of requests waiting for a slot
@@ -39,11 +41,30 @@ type waiter struct {
 
 type grant struct{ slot, cached int }
 
+// Options are an Engine's settings beyond its Profile.
+type Options struct {
+	// Running is the most requests holding a slot at once; the other
+	// slots only keep cached prefixes, and Stats reports Running as the
+	// engine's slots (what routers see in load announcements). 0 means
+	// Profile.Slots. It is the testnet harnesses' knob (simnet.Config's
+	// Running), so both run the same engine.
+	Running int
+}
+
 // New returns an engine for profile p.
-func New(p Profile) (*Engine, error) {
+func New(p Profile) (*Engine, error) { return NewWithOptions(p, Options{}) }
+
+// NewWithOptions returns an engine for profile p with opts.
+func NewWithOptions(p Profile, opts Options) (*Engine, error) {
 	p = p.WithDefaults()
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if opts.Running < 0 {
+		return nil, fmt.Errorf("sim: Options.Running %d < 0", opts.Running)
+	}
+	if opts.Running == 0 || opts.Running > p.Slots {
+		opts.Running = p.Slots
 	}
 	id := sha256.Sum256(fmt.Appendf(nil, "meshllm-sim\x00%s\x00%d", p.Name, p.VocabSize))
 	return &Engine{
@@ -59,10 +80,11 @@ func New(p Profile) (*Engine, error) {
 			Template:           string(infer.TemplatePlain),
 			Quantization:       "sim",
 		},
-		tok:     NewTokenizer(p.VocabSize),
-		compute: make(chan struct{}, p.Parallel),
-		closing: make(chan struct{}),
-		slots:   infer.NewSlots(p.Slots, p.CacheCells, infer.NopKV{}),
+		tok:       NewTokenizer(p.VocabSize),
+		maxActive: opts.Running,
+		compute:   make(chan struct{}, p.Parallel),
+		closing:   make(chan struct{}),
+		slots:     infer.NewSlots(p.Slots, p.CacheCells, infer.NopKV{}),
 	}, nil
 }
 
@@ -101,7 +123,7 @@ func (e *Engine) Stats() infer.Stats {
 	defer e.mu.Unlock()
 	s := e.slots.Stats()
 	return infer.Stats{
-		Slots: s.Slots, Active: e.active, Queued: len(e.queue), QueueLimit: e.prof.QueueLimit,
+		Slots: min(s.Slots, e.maxActive), Active: e.active, Queued: len(e.queue), QueueLimit: e.prof.QueueLimit,
 		CacheCells: s.Cells, CacheLimit: s.Capacity, CachedSeqs: s.Leaves, ServedTotal: e.served,
 	}
 }
@@ -254,10 +276,10 @@ func (e *Engine) work(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// admitLocked gives slots to queued requests, in order, while the slots
-// and KV cells allow.
+// admitLocked gives slots to queued requests, in order, while the slots,
+// the KV cells and Options.Running allow.
 func (e *Engine) admitLocked() {
-	for len(e.queue) > 0 {
+	for len(e.queue) > 0 && e.active < e.maxActive {
 		w := e.queue[0]
 		slot, cached, ok := e.slots.Acquire(w.prompt, w.reserve, time.Now().UnixNano())
 		if !ok {

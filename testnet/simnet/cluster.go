@@ -56,8 +56,11 @@ type Churn struct {
 	Up   bool
 }
 
-// withDefaults fills cfg's zero fields in.
-func (cfg Config) withDefaults() (Config, error) {
+// WithDefaults returns cfg with its zero fields filled in (Profiles one per
+// peer, with CacheTokens applied and the profile defaults), or an error for
+// an unusable cfg. Run applies it; other harnesses use it to run the same
+// experiment with the same defaults.
+func (cfg Config) WithDefaults() (Config, error) {
 	if cfg.Peers < 1 {
 		return cfg, fmt.Errorf("simnet: %d peers", cfg.Peers)
 	}
@@ -114,7 +117,7 @@ func DefaultNodePolicy(p sim.Profile, n Network) node.Policy {
 	if p.DecodeToken > 0 {
 		pol.AssumedDecodeTokPerSec = 1 / p.DecodeToken
 	}
-	pol.Bandwidth = n.bandwidth()
+	pol.Bandwidth = n.BytesPerSecond()
 	return pol
 }
 
@@ -152,7 +155,7 @@ type Record struct {
 // Run simulates workload w on a cluster of cfg under policy p and returns
 // its metrics.
 func Run(cfg Config, w *workload.Workload, p Policy) (*Result, error) {
-	cfg, err := cfg.withDefaults()
+	cfg, err := cfg.WithDefaults()
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,9 @@
 // TestEngineMatchesSim checks it against infer/sim under synctest) and the
 // node.Router's goroutines (route.go carries a Decision out the way
 // Router.execute does: candidates in order, a busy answer puts the peer on
-// cooldown, then local).
+// cooldown, then local). Package testnet/vtmesh runs the same experiments
+// on complete peers — libp2p hosts over simulated links, GossipSub, infer
+// streams, Routers — inside synctest, and checks that the two agree.
 //
 // # Policies
 //

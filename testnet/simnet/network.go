@@ -30,7 +30,8 @@ func (n Network) OneWay(a, b int) time.Duration {
 	return n.Link
 }
 
-func (n Network) bandwidth() float64 {
+// BytesPerSecond is each link's bandwidth, the default filled in.
+func (n Network) BytesPerSecond() float64 {
 	if n.Bandwidth > 0 {
 		return n.Bandwidth
 	}
@@ -42,7 +43,7 @@ func (n Network) Delay(a, b, bytes int) time.Duration {
 	if a == b {
 		return 0
 	}
-	return n.OneWay(a, b) + time.Duration(float64(bytes)/n.bandwidth()*float64(time.Second))
+	return n.OneWay(a, b) + time.Duration(float64(bytes)/n.BytesPerSecond()*float64(time.Second))
 }
 
 func (n Network) validate(peers int) error {

@@ -2,6 +2,7 @@ package simnet
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"testing/synctest"
@@ -197,8 +198,16 @@ func TestSummarize(t *testing.T) {
 // TestEngineMatchesSim runs one request sequence through infer/sim's Engine
 // (goroutines, in synctest's virtual time) and through this package's
 // event-driven engine, and requires the same cached prefixes and the same
-// timings: the harness's engine is the sim engine, not an approximation.
+// timings: the harness's engine is the sim engine, not an approximation —
+// with every slot running and with one running at a time (Config.Running,
+// sim.Options.Running).
 func TestEngineMatchesSim(t *testing.T) {
+	for _, running := range []int{0, 1} {
+		t.Run(fmt.Sprintf("running=%d", running), func(t *testing.T) { engineMatchesSim(t, running) })
+	}
+}
+
+func engineMatchesSim(t *testing.T, running int) {
 	prof := testProfile()
 	prof.Slots, prof.Parallel = 2, 1
 	base := tokens(7, 300)
@@ -219,7 +228,7 @@ func TestEngineMatchesSim(t *testing.T) {
 	}
 	// Event-driven.
 	l := &loop{}
-	e := newEngine(l, prof, 0)
+	e := newEngine(l, prof, running)
 	got := make([]out, len(subs))
 	for i, s := range subs {
 		l.at(s.at, func() {
@@ -234,7 +243,7 @@ func TestEngineMatchesSim(t *testing.T) {
 	// infer/sim under synctest.
 	want := make([]out, len(subs))
 	synctest.Test(t, func(t *testing.T) {
-		eng, err := sim.New(prof)
+		eng, err := sim.NewWithOptions(prof, sim.Options{Running: running})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -176,6 +176,21 @@ func (a Announcer) PublishLoad(l node.Load) error {
 	})
 }
 
+// SnapshotProvider serves ann's full digest of model to snapshot pulls.
+func SnapshotProvider(ann *node.Announce, model string) p2p.SnapshotProvider {
+	return func(m string) ([]byte, bool) {
+		if m != model {
+			return nil, false
+		}
+		d := ann.Snapshot()
+		if d == nil {
+			return nil, false
+		}
+		b, err := d.MarshalBinary()
+		return b, err == nil
+	}
+}
+
 // RTTs is anything with a per-peer round-trip estimate: *p2p.Host and
 // *p2p.RTTEstimator both are.
 type RTTs interface {

@@ -1,0 +1,145 @@
+package vtmesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshllm/meshllm/cache"
+	"github.com/meshllm/meshllm/infer"
+	"github.com/meshllm/meshllm/testnet/simnet"
+	"github.com/meshllm/meshllm/testnet/workload"
+)
+
+// Run drives w through the cluster — each session's requests enter at its
+// entry peer's Router, open loop from the session's start or closed loop
+// per client, a think time after the previous reply — and returns the
+// metrics of package simnet (simnet.Summarize over one Record per request,
+// gossip bytes from the GossipSub topics). Every request must succeed: the
+// first failure is returned with the metrics of the others. Call it inside
+// the cluster's synctest bubble; it returns when every request has
+// finished.
+func (c *Cluster) Run(ctx context.Context, w *workload.Workload) (*simnet.Result, error) {
+	for _, s := range w.Sessions {
+		if s.Entry >= len(c.peers) {
+			return nil, fmt.Errorf("vtmesh: session enters at peer %d of %d", s.Entry, len(c.peers))
+		}
+	}
+	gossipBefore := c.gossipBytes()
+	d := &driver{c: c, w: w, t0: time.Now(), recs: make([]simnet.Record, len(w.Requests))}
+	var wg sync.WaitGroup
+	if w.Clients > 0 {
+		for cl := range w.Clients {
+			wg.Go(func() {
+				for s := range w.Sessions {
+					if w.Sessions[s].Client == cl {
+						d.session(ctx, s, false)
+					}
+				}
+			})
+		}
+	} else {
+		for s := range w.Sessions {
+			wg.Go(func() { d.session(ctx, s, true) })
+		}
+	}
+	wg.Wait()
+	r := &simnet.Result{Policy: c.policyName(), Requests: len(w.Requests)}
+	var recs []simnet.Record
+	for i, rc := range d.recs {
+		if d.ok[i] {
+			recs = append(recs, rc)
+		}
+	}
+	simnet.Summarize(r, recs, len(c.peers), cache.DefaultBlockSize, 0)
+	r.Requests = len(recs)
+	if r.VirtualSeconds > 0 {
+		r.GossipBytesPerPeerSec = float64(c.gossipBytes()-gossipBefore) / float64(len(c.peers)) / r.VirtualSeconds
+	}
+	return r, errors.Join(d.errs...)
+}
+
+func (c *Cluster) policyName() string {
+	if c.cfg.Forward {
+		return "meshllm"
+	}
+	return "local"
+}
+
+// gossipBytes is the topic payload bytes all peers have received.
+func (c *Cluster) gossipBytes() int64 {
+	var n int64
+	for _, p := range c.peers {
+		n += p.Gossip.Stats().BytesIn
+	}
+	return n
+}
+
+// driver sends a workload's requests and keeps their records.
+type driver struct {
+	c  *Cluster
+	w  *workload.Workload
+	t0 time.Time
+
+	mu   sync.Mutex
+	recs []simnet.Record
+	ok   map[int]bool
+	errs []error
+}
+
+// session sends session s's requests one after another; open-loop
+// sessions first wait for their start.
+func (d *driver) session(ctx context.Context, s int, openLoop bool) {
+	ses := d.w.Sessions[s]
+	if openLoop {
+		time.Sleep(ses.Start - time.Since(d.t0))
+	}
+	for _, id := range ses.Requests {
+		req := d.w.Requests[id]
+		time.Sleep(req.Think)
+		if err := d.send(ctx, ses.Entry, req); err != nil {
+			d.mu.Lock()
+			d.errs = append(d.errs, fmt.Errorf("request %d: %w", id, err))
+			d.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// send runs one request through the entry peer's Router.
+func (d *driver) send(ctx context.Context, entry int, req workload.Request) error {
+	tr := &served{server: -1}
+	rctx := context.WithValue(ctx, servedKey{}, tr)
+	arrive := time.Since(d.t0)
+	var first time.Duration
+	res, err := d.c.peers[entry].Router.Generate(rctx, infer.Request{Prompt: req.Prompt,
+		Sampling: infer.Sampling{MaxTokens: len(req.Reply), Temperature: 0}},
+		func(infer.Piece) error {
+			if first == 0 {
+				first = time.Since(d.t0)
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	server := entry
+	if tr.server >= 0 {
+		server = tr.server
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ok == nil {
+		d.ok = map[int]bool{}
+	}
+	d.ok[req.ID] = true
+	d.recs[req.ID] = simnet.Record{ID: req.ID, Entry: entry, Server: server,
+		Arrive: arrive, First: first, Done: time.Since(d.t0),
+		Prompt: res.PromptTokens, Cached: res.CachedTokens,
+		Forwarded: tr.server >= 0, Attempts: tr.attempts}
+	return nil
+}

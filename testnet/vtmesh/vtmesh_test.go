@@ -1,0 +1,191 @@
+package vtmesh
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/meshllm/meshllm/testnet/bench"
+	"github.com/meshllm/meshllm/testnet/mmlu"
+	"github.com/meshllm/meshllm/testnet/simnet"
+	"github.com/meshllm/meshllm/testnet/workload"
+)
+
+var zipf = workload.Skew{Zipf: true, S: 1.1}
+
+func mmluWorkload(t *testing.T, peers, requests int, rate float64, skew workload.Skew) *workload.Workload {
+	t.Helper()
+	set, err := mmlu.Load(filepath.Join("..", "..", mmlu.DefaultDir))
+	if err != nil {
+		t.Skipf("MMLU data: %v", err)
+	}
+	w, err := workload.MMLU(workload.MMLUConfig{Set: set, Requests: requests, Skew: skew,
+		Vocab: bench.PaperProfile().VocabSize, Peers: peers, Arrivals: workload.Arrivals{Rate: rate}, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// paperConfig is one cell of the `paper` scenario of `meshllm bench`
+// (bench.Scenario("paper")): 4 peers, the 0.5B-class profile, half the
+// subjects' prefixes fit a peer's cache, one request runs at a time.
+func paperConfig(peers int, link time.Duration, forward bool) Config {
+	return Config{Peers: peers, Profile: bench.PaperProfile(), CacheTokens: bench.HalfSubjects, Running: 1,
+		Link: link, Forward: forward}
+}
+
+// runVT runs w on a virtual-time cluster of cfg; wall is the wall-clock
+// time it took.
+func runVT(t *testing.T, cfg Config, w *workload.Workload) (r *simnet.Result, wall time.Duration) {
+	t.Helper()
+	start := time.Now()
+	synctest.Test(t, func(t *testing.T) {
+		c, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r, err = c.Run(t.Context(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	return r, time.Since(start)
+}
+
+// runSim runs the same experiment in the discrete-event simulation.
+func runSim(t *testing.T, cfg Config, w *workload.Workload) *simnet.Result {
+	t.Helper()
+	pol := "local"
+	if cfg.Forward {
+		pol = "meshllm"
+	}
+	p, err := simnet.NewPolicy(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := simnet.Run(sc.Simnet(), w, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func row(link time.Duration, skew string, v, s *simnet.Result, wall time.Duration) string {
+	return fmt.Sprintf("| %v | %s | %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.1f |",
+		link, skew, v.Policy, v.MeanLatency, s.MeanLatency, v.P99Latency, s.P99Latency,
+		v.HitRate, s.HitRate, v.Forwarded, s.Forwarded, v.MaxShare, s.MaxShare, v.GossipBytesPerPeerSec, wall.Seconds())
+}
+
+const header = "| link | skew | policy | mean s (real p2p) | mean s (simnet) | p99 s (real p2p) | p99 s (simnet) | hit (real) | hit (sim) | fwd (real) | fwd (sim) | max share (real) | max share (sim) | gossip B/peer/s (real) | wall s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+
+// TestAgreesWithSimnet runs cells of the `paper` scenario on real peers —
+// GossipSub, infer streams, snapshot pulls, pings, Routers — in virtual
+// time, and in the discrete-event simulation that `meshllm bench` uses,
+// and checks that the two agree: exactly where no network is involved
+// (`local`: both run infer/sim's schedule), and within stated tolerances
+// for `meshllm`, whose real peers learn RTTs by pinging, announce on their
+// own phases and stream replies piece by piece. It also checks the goals
+// on the real code: forwarding pays at 2 ms and never costs at 1000 ms.
+func TestAgreesWithSimnet(t *testing.T) {
+	w := mmluWorkload(t, 4, 300, 8, zipf)
+	t.Log("\n" + header)
+	mean := map[string]float64{}
+	for _, link := range []time.Duration{2 * time.Millisecond, time.Second} {
+		for _, fwd := range []bool{false, true} {
+			cfg := paperConfig(4, link, fwd)
+			v, wall := runVT(t, cfg, w)
+			s := runSim(t, cfg, w)
+			t.Log(row(link, zipf.String(), v, s, wall))
+			mean[fmt.Sprint(v.Policy, link)] = v.MeanLatency
+			if v.Requests != len(w.Requests) {
+				t.Fatalf("%s %v: %d of %d requests served", v.Policy, link, v.Requests, len(w.Requests))
+			}
+			if !fwd {
+				if math.Abs(v.MeanLatency-s.MeanLatency) > 1e-3*s.MeanLatency || math.Abs(v.HitRate-s.HitRate) > 1e-9 || v.Forwarded != 0 {
+					t.Errorf("local at %v: real peers %.4f s hit %.4f fwd %.3f, simnet %.4f s hit %.4f: the engines differ",
+						link, v.MeanLatency, v.HitRate, v.Forwarded, s.MeanLatency, s.HitRate)
+				}
+				continue
+			}
+			if math.Abs(v.HitRate-s.HitRate) > 0.05 || math.Abs(v.Forwarded-s.Forwarded) > 0.1 ||
+				math.Abs(v.MeanLatency-s.MeanLatency) > 0.2*s.MeanLatency {
+				t.Errorf("meshllm at %v: real peers mean %.3f hit %.3f fwd %.3f, simnet mean %.3f hit %.3f fwd %.3f",
+					link, v.MeanLatency, v.HitRate, v.Forwarded, s.MeanLatency, s.HitRate, s.Forwarded)
+			}
+			if v.GossipBytesPerPeerSec <= 0 {
+				t.Errorf("meshllm at %v: no gossip received", link)
+			}
+		}
+	}
+	if l, m := mean["local2ms"], mean["meshllm2ms"]; m > 0.9*l {
+		t.Errorf("at 2 ms real peers' routing gains too little: meshllm %.3f s vs local %.3f s", m, l)
+	}
+	if l, m := mean["local1s"], mean["meshllm1s"]; m > l*1.001 {
+		t.Errorf("at 1000 ms real peers' routing costs: meshllm %.3f s vs local %.3f s", m, l)
+	}
+}
+
+// TestPaperScenario runs the `paper` scenario's grid on real peers in
+// virtual time beside the discrete-event simulation and prints a markdown
+// table (docs/results.md, "Real p2p code in virtual time"). It is opt-in:
+//
+//	MESHLLM_VTMESH=1 go test ./testnet/vtmesh -run PaperScenario -v -timeout 30m
+//
+// MESHLLM_VTMESH_REQUESTS (default 2000), MESHLLM_VTMESH_PEERS (default 4)
+// and MESHLLM_VTMESH_LINKS_MS (default 2,200,1000) change the grid;
+// requests arrive at 2 per peer per second.
+func TestPaperScenario(t *testing.T) {
+	if os.Getenv("MESHLLM_VTMESH") == "" {
+		t.Skip("set MESHLLM_VTMESH=1 to run the paper scenario on real p2p code in virtual time")
+	}
+	requests := envInt(t, "MESHLLM_VTMESH_REQUESTS", 2000)
+	peers := envInt(t, "MESHLLM_VTMESH_PEERS", 4)
+	links := []time.Duration{2 * time.Millisecond, 200 * time.Millisecond, time.Second}
+	if s := os.Getenv("MESHLLM_VTMESH_LINKS_MS"); s != "" {
+		links = nil
+		for _, f := range strings.Split(s, ",") {
+			ms, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			links = append(links, time.Duration(ms*float64(time.Millisecond)))
+		}
+	}
+	out := []string{header}
+	for _, skew := range []workload.Skew{workload.Uniform, zipf} {
+		w := mmluWorkload(t, peers, requests, 2*float64(peers), skew) // the paper scenario's 8/s on 4 peers
+		for _, link := range links {
+			for _, fwd := range []bool{false, true} {
+				cfg := paperConfig(peers, link, fwd)
+				v, wall := runVT(t, cfg, w)
+				out = append(out, row(link, skew.String(), v, runSim(t, cfg, w), wall))
+				t.Log(out[len(out)-1])
+			}
+		}
+	}
+	fmt.Println(strings.Join(out, "\n"))
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
+}
