@@ -405,6 +405,19 @@ func (m *Membership) Guard(h InferHandler) InferHandler {
 	}
 }
 
+// GuardSnapshots wraps a SnapshotProvider so that peers that are not
+// members (in secret mode: not yet proven by the handshake, whose window
+// is open for HandshakeTimeout after they connect) get no digest: they are
+// answered as if this peer did not serve the model.
+func (m *Membership) GuardSnapshots(p SnapshotProvider) SnapshotProvider {
+	return func(from peer.ID, model string) ([]byte, bool) {
+		if !m.IsMember(from) {
+			return nil, false
+		}
+		return p(from, model)
+	}
+}
+
 // AppScore is the membership part of the GossipSub application score: 0
 // for members, OutsiderScore for any other peer.
 func (m *Membership) AppScore(p peer.ID) float64 {

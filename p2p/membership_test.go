@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/meshllm/meshllm/cache"
 )
 
 // memberHost is one peer of a membership test: a host, its gater, its
@@ -53,6 +54,12 @@ func startMember(t *testing.T, quic bool, priv crypto.PrivKey, allow []peer.ID, 
 	handler := func(ctx context.Context, from peer.ID, req *InferRequest, send func(InferPiece) error) (*InferFinal, error) {
 		return &InferFinal{PromptTokens: len(req.Prompt), FinishReason: "stop"}, nil
 	}
+	snaps := func(_ peer.ID, model string) ([]byte, bool) {
+		d := testDigest(mh.h.ID(), cache.KindSnapshot, 1, 1, 5)
+		d.Model = model
+		b, err := d.MarshalBinary()
+		return b, err == nil
+	}
 	if mc != nil {
 		c := *mc
 		c.Gater = g
@@ -63,7 +70,10 @@ func startMember(t *testing.T, quic bool, priv crypto.PrivKey, allow []peer.ID, 
 		t.Cleanup(func() { _ = m.Close() })
 		mh.m = m
 		handler = m.Guard(handler)
+		snaps = m.GuardSnapshots(snaps)
 	}
+	snapsvc := NewSnapshotService(mh.h.LibP2P(), snaps)
+	t.Cleanup(func() { _ = snapsvc.Close() })
 	mh.svc = NewInferService(mh.h.LibP2P(), handler, InferServiceOptions{})
 	t.Cleanup(func() { _ = mh.svc.Close() })
 	return mh
@@ -79,6 +89,14 @@ func (a *memberHost) infer(b *memberHost) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := NewInferClient(a.h.LibP2P(), InferClientOptions{}).Infer(ctx, b.h.ID(), &InferRequest{ModelID: "m", Prompt: []int32{1, 2}}, nil)
+	return err
+}
+
+// snapshot pulls b's digest snapshot.
+func (a *memberHost) snapshot(b *memberHost) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := FetchSnapshot(ctx, a.h.LibP2P(), b.h.ID(), testModel)
 	return err
 }
 
@@ -164,6 +182,9 @@ func TestSecretHandshake(t *testing.T) {
 		if err := b.infer(a); err != nil {
 			t.Fatalf("member's request: %v", err)
 		}
+		if err := b.snapshot(a); err != nil {
+			t.Fatalf("member's snapshot pull: %v", err)
+		}
 
 		// Wrong secret, dialing a member: both sides refuse the HMAC.
 		_ = wrong.connect(a)
@@ -187,6 +208,9 @@ func TestSecretHandshake(t *testing.T) {
 		err := silent.infer(a)
 		if !errors.Is(err, ErrBadRequest) {
 			t.Fatalf("a pending peer's request: %v, want ErrBadRequest", err)
+		}
+		if err := silent.snapshot(a); !errors.Is(err, ErrUnknownModel) {
+			t.Fatalf("a pending peer's snapshot pull: %v, want ErrUnknownModel (no digest for outsiders)", err)
 		}
 		waitFor(t, 10*time.Second, "the silent peer to be disconnected", func() bool {
 			return !connected(a.h, ids) && !a.g.Allowed(ids)

@@ -28,10 +28,12 @@ const snapshotTimeout = 10 * time.Second
 
 // SnapshotProvider returns the encoded snapshot (cache.Digest.MarshalBinary
 // of a KindSnapshot digest) of the local cache for a model, or false when
-// the peer does not serve that model. It is called on stream goroutines,
-// concurrently: it must be safe for that (return a copy made by the owner
-// of the cache, typically refreshed with every published delta).
-type SnapshotProvider func(modelID string) ([]byte, bool)
+// the peer does not serve that model to the requesting peer from (the
+// stream's authenticated remote peer; Membership.GuardSnapshots refuses
+// outsiders). It is called on stream goroutines, concurrently: it must be
+// safe for that (return a copy made by the owner of the cache, typically
+// refreshed with every published delta).
+type SnapshotProvider func(from peer.ID, modelID string) ([]byte, bool)
 
 // SnapshotService answers SnapshotProtocol streams. Close removes it.
 type SnapshotService struct {
@@ -66,7 +68,7 @@ func (s *SnapshotService) handle(st network.Stream) {
 		_ = st.Reset()
 		return
 	}
-	data, ok := s.provider(model)
+	data, ok := s.provider(st.Conn().RemotePeer(), model)
 	if !ok {
 		ie := &InferError{Code: ErrUnknownModel, Message: model}
 		_ = fc.writeFrame(FrameError, ie.AppendBinary(nil))

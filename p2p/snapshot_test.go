@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/meshllm/meshllm/cache"
 )
 
@@ -13,7 +14,7 @@ func TestFetchSnapshot(t *testing.T) {
 	hs := mockHosts(t, 3)
 	a, b, other := hs[0], hs[1], hs[2]
 	own := testDigest(b.ID(), cache.KindSnapshot, 4, 9, 1, 2, 3)
-	provider := func(model string) ([]byte, bool) {
+	provider := func(_ peer.ID, model string) ([]byte, bool) {
 		switch model {
 		case testModel:
 			return mustMarshal(t, own), true
@@ -64,7 +65,7 @@ func TestFetchSnapshot(t *testing.T) {
 func TestSnapshotServiceResetsGarbage(t *testing.T) {
 	hs := mockHosts(t, 2)
 	calls := 0
-	svc := NewSnapshotService(hs[1], func(string) ([]byte, bool) { calls++; return nil, false })
+	svc := NewSnapshotService(hs[1], func(peer.ID, string) ([]byte, bool) { calls++; return nil, false })
 	t.Cleanup(func() { _ = svc.Close() })
 	s, err := hs[0].NewStream(context.Background(), hs[1].ID(), SnapshotProtocol)
 	if err != nil {

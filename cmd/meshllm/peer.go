@@ -167,7 +167,11 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	if err != nil {
 		return fail(err)
 	}
-	snapsvc := p2p.NewSnapshotService(host.LibP2P(), wire.SnapshotProvider(ann, info.ID))
+	snaps := wire.SnapshotProvider(ann, info.ID)
+	if membership != nil {
+		snaps = membership.GuardSnapshots(snaps) // outsiders learn nothing of the cache
+	}
+	snapsvc := p2p.NewSnapshotService(host.LibP2P(), snaps)
 	closers = append(closers, snapsvc.Close)
 
 	dash, err := node.NewDashboard(node.DashboardConfig{Router: router, Registry: reg,

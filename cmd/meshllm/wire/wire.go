@@ -178,7 +178,7 @@ func (a Announcer) PublishLoad(l node.Load) error {
 
 // SnapshotProvider serves ann's full digest of model to snapshot pulls.
 func SnapshotProvider(ann *node.Announce, model string) p2p.SnapshotProvider {
-	return func(m string) ([]byte, bool) {
+	return func(_ peer.ID, m string) ([]byte, bool) {
 		if m != model {
 			return nil, false
 		}
