@@ -41,6 +41,14 @@ type Config struct {
 	SnapshotEvery int
 	// PingInterval is the RTT pinger's period (0: 10 s, the p2p default).
 	PingInterval time.Duration
+	// Churn makes peers leave and come back during Run, with simnet's
+	// meaning: At is from Run's start; a leaving peer's host closes (its
+	// connections drop and the streams it was serving reset, so origins
+	// fall back), it takes no new requests (they enter at the next live
+	// peer) and finishes its own clients' requests; a returning peer
+	// starts a new host with the same identity and address, an empty
+	// cache and a new digest epoch, and connects to every live peer.
+	Churn []simnet.Churn
 	// Warmup is the virtual time between connecting the peers and the
 	// first request (0: 3 s): GossipSub meshes form, the first pings and
 	// loads arrive.
@@ -52,6 +60,11 @@ type Config struct {
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Peers < 1 {
 		return cfg, fmt.Errorf("vtmesh: %d peers", cfg.Peers)
+	}
+	for _, ch := range cfg.Churn {
+		if ch.Peer < 0 || ch.Peer >= cfg.Peers || ch.At < 0 {
+			return cfg, fmt.Errorf("vtmesh: bad churn event %+v", ch)
+		}
 	}
 	if cfg.Link < 0 || cfg.Bandwidth < 0 || cfg.Running < 0 {
 		return cfg, fmt.Errorf("vtmesh: negative link latency, bandwidth or running")
@@ -80,6 +93,6 @@ func (cfg Config) simnet() simnet.Config {
 	return simnet.Config{
 		Peers: cfg.Peers, Profile: cfg.Profile, CacheTokens: cfg.CacheTokens, Running: cfg.Running,
 		Net:  simnet.Network{Link: cfg.Link, Bandwidth: cfg.Bandwidth},
-		Node: cfg.Node, Announce: cfg.Announce, SnapshotEvery: cfg.SnapshotEvery,
+		Node: cfg.Node, Announce: cfg.Announce, SnapshotEvery: cfg.SnapshotEvery, Churn: cfg.Churn,
 	}
 }

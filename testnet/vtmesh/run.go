@@ -29,6 +29,22 @@ func (c *Cluster) Run(ctx context.Context, w *workload.Workload) (*simnet.Result
 	}
 	gossipBefore := c.gossipBytes()
 	d := &driver{c: c, w: w, t0: time.Now(), recs: make([]simnet.Record, len(w.Requests))}
+	var churn sync.WaitGroup
+	for _, ch := range c.cfg.Churn {
+		churn.Go(func() {
+			time.Sleep(ch.At)
+			var err error
+			if ch.Up {
+				err = c.start(ch.Peer)
+			} else {
+				err = c.stop(ch.Peer)
+			}
+			if err != nil {
+				d.fail(fmt.Errorf("churn %+v: %w", ch, err))
+			}
+		})
+	}
+	defer churn.Wait()
 	var wg sync.WaitGroup
 	if w.Clients > 0 {
 		for cl := range w.Clients {
@@ -54,7 +70,7 @@ func (c *Cluster) Run(ctx context.Context, w *workload.Workload) (*simnet.Result
 		}
 	}
 	simnet.Summarize(r, recs, len(c.peers), cache.DefaultBlockSize, 0)
-	r.Requests = len(recs)
+	r.Requests, r.Records = len(recs), recs
 	if r.VirtualSeconds > 0 {
 		r.GossipBytesPerPeerSec = float64(c.gossipBytes()-gossipBefore) / float64(len(c.peers)) / r.VirtualSeconds
 	}
@@ -68,13 +84,26 @@ func (c *Cluster) policyName() string {
 	return "local"
 }
 
-// gossipBytes is the topic payload bytes all peers have received.
+// gossipBytes is the topic payload bytes the current peers have received.
 func (c *Cluster) gossipBytes() int64 {
 	var n int64
-	for _, p := range c.peers {
+	for _, p := range c.Peers() {
 		n += p.Gossip.Stats().BytesIn
 	}
 	return n
+}
+
+// entry returns the live peer a request for peer i enters at: i, or the
+// next live one after it (its users reconnect elsewhere); -1 if none is up.
+func (c *Cluster) entry(i int) (int, *Peer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.peers {
+		if j := (i + k) % len(c.peers); c.up[j] {
+			return j, c.peers[j]
+		}
+	}
+	return -1, nil
 }
 
 // driver sends a workload's requests and keeps their records.
@@ -100,9 +129,7 @@ func (d *driver) session(ctx context.Context, s int, openLoop bool) {
 		req := d.w.Requests[id]
 		time.Sleep(req.Think)
 		if err := d.send(ctx, ses.Entry, req); err != nil {
-			d.mu.Lock()
-			d.errs = append(d.errs, fmt.Errorf("request %d: %w", id, err))
-			d.mu.Unlock()
+			d.fail(fmt.Errorf("request %d: %w", id, err))
 		}
 		if ctx.Err() != nil {
 			return
@@ -110,13 +137,24 @@ func (d *driver) session(ctx context.Context, s int, openLoop bool) {
 	}
 }
 
-// send runs one request through the entry peer's Router.
+func (d *driver) fail(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.errs = append(d.errs, err)
+}
+
+// send runs one request through the entry peer's Router (the next live
+// peer's while it is down).
 func (d *driver) send(ctx context.Context, entry int, req workload.Request) error {
+	entry, p := d.c.entry(entry)
+	if p == nil {
+		return fmt.Errorf("no peer is up")
+	}
 	tr := &served{server: -1}
 	rctx := context.WithValue(ctx, servedKey{}, tr)
 	arrive := time.Since(d.t0)
 	var first time.Duration
-	res, err := d.c.peers[entry].Router.Generate(rctx, infer.Request{Prompt: req.Prompt,
+	res, err := p.Router.Generate(rctx, infer.Request{Prompt: req.Prompt,
 		Sampling: infer.Sampling{MaxTokens: len(req.Reply), Temperature: 0}},
 		func(infer.Piece) error {
 			if first == 0 {

@@ -1,6 +1,7 @@
 package vtmesh
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshllm/meshllm/infer"
+	"github.com/meshllm/meshllm/node"
 	"github.com/meshllm/meshllm/testnet/bench"
 	"github.com/meshllm/meshllm/testnet/mmlu"
 	"github.com/meshllm/meshllm/testnet/simnet"
@@ -145,7 +148,9 @@ func TestAgreesWithSimnet(t *testing.T) {
 //
 // MESHLLM_VTMESH_REQUESTS (default 2000), MESHLLM_VTMESH_PEERS (default 4)
 // and MESHLLM_VTMESH_LINKS_MS (default 2,200,1000) change the grid;
-// requests arrive at 2 per peer per second.
+// requests arrive at 2 per peer per second. MESHLLM_VTMESH_CHURN=F makes a
+// fraction F of the peers leave a third of the way through and come back
+// at two thirds, as `meshllm bench --scenario churn` does.
 func TestPaperScenario(t *testing.T) {
 	if os.Getenv("MESHLLM_VTMESH") == "" {
 		t.Skip("set MESHLLM_VTMESH=1 to run the paper scenario on real p2p code in virtual time")
@@ -163,12 +168,25 @@ func TestPaperScenario(t *testing.T) {
 			links = append(links, time.Duration(ms*float64(time.Millisecond)))
 		}
 	}
+	var churn []simnet.Churn
+	if f := os.Getenv("MESHLLM_VTMESH_CHURN"); f != "" {
+		frac, err := strconv.ParseFloat(f, 64)
+		if err != nil || frac <= 0 || frac >= 1 {
+			t.Fatalf("MESHLLM_VTMESH_CHURN=%q: want a fraction in (0, 1)", f)
+		}
+		span := time.Duration(float64(requests) / (2 * float64(peers)) * float64(time.Second))
+		for i := range max(1, int(frac*float64(peers))) {
+			churn = append(churn, simnet.Churn{At: span / 3, Peer: peers - 1 - i},
+				simnet.Churn{At: 2 * span / 3, Peer: peers - 1 - i, Up: true})
+		}
+	}
 	out := []string{header}
 	for _, skew := range []workload.Skew{workload.Uniform, zipf} {
 		w := mmluWorkload(t, peers, requests, 2*float64(peers), skew) // the paper scenario's 8/s on 4 peers
 		for _, link := range links {
 			for _, fwd := range []bool{false, true} {
 				cfg := paperConfig(peers, link, fwd)
+				cfg.Churn = churn
 				v, wall := runVT(t, cfg, w)
 				out = append(out, row(link, skew.String(), v, runSim(t, cfg, w), wall))
 				t.Log(out[len(out)-1])
@@ -188,4 +206,86 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a positive integer", name, s)
 	}
 	return n
+}
+
+// TestChurn: a peer leaves a third of the way through the run (its host
+// closes; TestPeerLossMidStream covers a stream cut that way) and comes
+// back with the same identity, an empty cache and a new epoch. Every request must still succeed; while it is
+// away no request is served by it, after it returns it serves again; and
+// the run agrees with the discrete-event simulation of the same churn.
+func TestChurn(t *testing.T) {
+	w := mmluWorkload(t, 4, 400, 8, zipf)
+	const gone = 3
+	leave, back := 15*time.Second, 30*time.Second
+	cfg := paperConfig(4, 2*time.Millisecond, true)
+	cfg.Churn = []simnet.Churn{{At: leave, Peer: gone}, {At: back, Peer: gone, Up: true}}
+	v, wall := runVT(t, cfg, w) // fails on any failed request
+	s := runSim(t, cfg, w)
+	t.Log("\n" + header + "\n" + row(cfg.Link, zipf.String(), v, s, wall))
+	var during, after int
+	for _, r := range v.Records {
+		switch {
+		case r.Arrive > leave+time.Second && r.Done < back && r.Server == gone:
+			during++
+		case r.Arrive > back && r.Server == gone:
+			after++
+		}
+	}
+	t.Logf("served by peer %d while away: %d, after returning: %d", gone, during, after)
+	if during > 0 || after == 0 {
+		t.Errorf("peer %d served %d requests while away and %d after returning", gone, during, after)
+	}
+	if math.Abs(v.MeanLatency-s.MeanLatency) > 0.2*s.MeanLatency {
+		t.Errorf("mean latency under churn: real peers %.3f s, simnet %.3f s", v.MeanLatency, s.MeanLatency)
+	}
+}
+
+// TestPeerLossMidStream: peer 0 forwards a long reply to peer 3, which
+// holds the prompt's prefix; peer 3 leaves the network after five pieces.
+// The stream resets, peer 0's router continues the reply on its own engine,
+// and the client gets every token and no error — real libp2p streams and
+// the real Router, in virtual time.
+func TestPeerLossMidStream(t *testing.T) {
+	w := mmluWorkload(t, 4, 1, 8, zipf)
+	prompt := w.Requests[0].Prompt
+	synctest.Test(t, func(t *testing.T) {
+		c, err := Start(paperConfig(4, 2*time.Millisecond, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ps := c.Peers()
+		if _, err := ps[3].Router.Generate(t.Context(), infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: 1}},
+			func(infer.Piece) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second) // peer 3's digest reaches the others
+
+		const reply = 20 // short: a long decode would outweigh the prefill saved, and it would not be forwarded
+		tr := &served{server: -1}
+		ctx := context.WithValue(t.Context(), servedKey{}, tr)
+		pieces, stopped := 0, make(chan error, 1)
+		res, err := ps[0].Router.Generate(ctx, infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: reply}},
+			func(p infer.Piece) error {
+				pieces += p.Tokens
+				if pieces == 5 {
+					go func() { stopped <- c.stop(3) }()
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatalf("the client saw the peer's loss: %v", err)
+		}
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		if tr.attempts != 1 || tr.server != -1 {
+			t.Fatalf("attempts %d, served by %d: want one forward to peer 3, then local; decision %+v; mesh %+v", tr.attempts, tr.server, ps[0].Router.Recent(), ps[0].Mesh.View(prompt, node.LocalView{}, time.Now()))
+		}
+		if pieces != reply {
+			t.Fatalf("the client got %d of %d tokens (result %+v)", pieces, reply, res)
+		}
+		rec := ps[0].Router.Recent()
+		t.Logf("decision: %+v", rec[len(rec)-1])
+	})
 }
