@@ -289,3 +289,48 @@ func TestPeerLossMidStream(t *testing.T) {
 		t.Logf("decision: %+v", rec[len(rec)-1])
 	})
 }
+
+// TestRefusesCostlyLink: peer 1 holds a prompt's prefix and peer 0 gets
+// the same prompt. Over 2 ms links peer 0 forwards it; over 1000 ms links
+// (RTT measured by real libp2p pings through the simulated QUIC path) it
+// refuses — the link costs more than the prefill it would save — and the
+// decision says so.
+func TestRefusesCostlyLink(t *testing.T) {
+	w := mmluWorkload(t, 2, 1, 8, zipf)
+	prompt := w.Requests[0].Prompt
+	for _, tc := range []struct {
+		link time.Duration
+		want node.Reason
+	}{{2 * time.Millisecond, node.ReasonForward}, {time.Second, node.ReasonRefusedRTT}} {
+		synctest.Test(t, func(t *testing.T) {
+			c, err := Start(paperConfig(2, tc.link, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ps := c.Peers()
+			gen := func(p *Peer) *infer.Result {
+				res, err := p.Router.Generate(t.Context(), infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: 1}},
+					func(infer.Piece) error { return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			gen(ps[1])
+			time.Sleep(3 * time.Second) // peer 1's digest reaches peer 0
+			res := gen(ps[0])
+			rec := ps[0].Router.Recent()
+			d := rec[len(rec)-1]
+			v := ps[0].Mesh.View(prompt, node.LocalView{}, time.Now())
+			if len(v.Peers) != 1 || v.Peers[0].EstimatedCached == 0 || !v.Peers[0].RTTKnown {
+				t.Fatalf("%v links: peer 0 does not know peer 1's prefix and RTT: %+v", tc.link, v)
+			}
+			if d.Reason != tc.want {
+				t.Fatalf("%v links: decision %+v, want %s", tc.link, d, tc.want)
+			}
+			t.Logf("%v links (RTT measured %v): %s (local %.0f ms, peer %.0f ms), peer 1 holds %d tokens, cached %d of %d",
+				tc.link, v.Peers[0].RTT, d.Reason, d.LocalCostMillis, d.PeerCostMillis, v.Peers[0].EstimatedCached, res.CachedTokens, res.PromptTokens)
+		})
+	}
+}
