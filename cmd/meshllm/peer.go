@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -101,13 +100,8 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 
 	// The router's trust in each peer (do its cache claims hold?) becomes
 	// that peer's GossipSub application score; the router is built below.
-	var trust atomic.Pointer[node.Trust]
-	scores := []func(peer.ID) float64{func(p peer.ID) float64 {
-		if t := trust.Load(); t != nil {
-			return t.GossipScore(node.PeerID(p.String()))
-		}
-		return 0
-	}}
+	trust := &wire.GossipTrust{}
+	scores := []func(peer.ID) float64{trust.Score}
 	gopts := p2p.GossipOptions{}
 	if membership != nil {
 		scores = append(scores, membership.AppScore)
@@ -147,7 +141,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	if err != nil {
 		return fail(err)
 	}
-	trust.Store(router.Trust())
+	trust.Set(router.Trust())
 	handler := p2p.LimitHandler(wire.ServeForwarded(router, info.ID), p2p.DefaultRateLimits())
 	if membership != nil {
 		handler = membership.Guard(handler) // outsiders do not spend the rate budget

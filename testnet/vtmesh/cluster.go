@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -214,13 +213,8 @@ func (c *Cluster) newPeer(h host.Host, epoch uint64) (*Peer, error) {
 	rcfg.PingInterval = cfg.PingInterval
 	p.RTT = p2p.NewRTTEstimator(rcfg)
 
-	var trust atomic.Pointer[node.Trust] // set once the router exists
-	p.Gossip, err = p2p.NewGossip(ctx, h, p2p.GossipOptions{AppScore: func(id peer.ID) float64 {
-		if t := trust.Load(); t != nil {
-			return t.GossipScore(node.PeerID(id.String()))
-		}
-		return 0
-	}})
+	trust := &wire.GossipTrust{} // set once the router exists
+	p.Gossip, err = p2p.NewGossip(ctx, h, p2p.GossipOptions{AppScore: trust.Score})
 	if err != nil {
 		return fail(err)
 	}
@@ -245,7 +239,7 @@ func (c *Cluster) newPeer(h host.Host, epoch uint64) (*Peer, error) {
 	if err != nil {
 		return fail(err)
 	}
-	trust.Store(p.Router.Trust())
+	trust.Set(p.Router.Trust())
 	svc := p2p.NewInferService(h, p2p.LimitHandler(wire.ServeForwarded(p.Router, info.ID), p2p.DefaultRateLimits()),
 		p2p.InferServiceOptions{})
 	p.closers = append([]func() error{svc.Close}, p.closers...)

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -189,6 +191,49 @@ func SnapshotProvider(ann *node.Announce, model string) p2p.SnapshotProvider {
 		b, err := d.MarshalBinary()
 		return b, err == nil
 	}
+}
+
+// GossipTrust adapts the router's trust in each peer (does its cache
+// claims hold?) to p2p.GossipOptions.AppScore: that peer's GossipSub
+// application score. The gossip layer is built before the router, so the
+// Trust is Set later; until then every score is 0. GossipSub calls Score
+// for every scored peer each time it scores (heartbeats, forwarding
+// choices), so the peer IDs' text form is memoized: it was most of the
+// cost. Safe for concurrent use.
+type GossipTrust struct {
+	trust atomic.Pointer[node.Trust]
+	mu    sync.Mutex
+	ids   map[peer.ID]node.PeerID
+}
+
+// maxTrustIDs bounds GossipTrust's memo; it starts over when full (a mesh
+// of churning peers, or a Sybil flood, cannot grow it without bound).
+const maxTrustIDs = 4096
+
+// Set installs t.
+func (g *GossipTrust) Set(t *node.Trust) { g.trust.Store(t) }
+
+// Score is p's application score: the Trust's GossipScore, 0 before Set.
+func (g *GossipTrust) Score(p peer.ID) float64 {
+	t := g.trust.Load()
+	if t == nil {
+		return 0
+	}
+	return t.GossipScore(g.id(p))
+}
+
+func (g *GossipTrust) id(p peer.ID) node.PeerID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id, ok := g.ids[p]; ok {
+		return id
+	}
+	if g.ids == nil || len(g.ids) >= maxTrustIDs {
+		g.ids = make(map[peer.ID]node.PeerID)
+	}
+	id := node.PeerID(p.String())
+	g.ids[p] = id
+	return id
 }
 
 // RTTs is anything with a per-peer round-trip estimate: *p2p.Host and
