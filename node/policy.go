@@ -20,11 +20,16 @@ type Policy struct {
 	// least this fraction of local's expected completion.
 	MinSavingFraction float64
 
-	// StreamRoundTrips is how many round trips a forwarded request costs
-	// before its first token can come back: one for the request itself and
-	// one for opening the stream and negotiating the protocol (go-libp2p
-	// skips the negotiation round trip only when the peerstore already knows
-	// the protocol, so two is the safe figure).
+	// StreamRoundTrips is how many round trips the router charges a
+	// forwarded request before its first token can come back. The wire
+	// costs one on a connected, identified peer (measured on real libp2p
+	// QUIC streams in testnet/vtmesh: 400 ms of network time over 200 ms
+	// links, first stream included: the stream opens and negotiates
+	// lazily); the default charges two, and the second is margin: with one,
+	// the paper scenario's sweep forwards too eagerly (Zipf at 50 ms 0.123
+	// s instead of 0.105, and slower than local at 1000 ms), because what
+	// Decide does not see — the forward's effect on queues and caches —
+	// costs more than the round trip it saves (docs/results.md).
 	StreamRoundTrips int
 	// Bandwidth is the assumed bytes per second of a direct link, used for
 	// the prompt's transfer (4 bytes a token) and the reply's (ReplyBytes a
