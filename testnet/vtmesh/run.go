@@ -17,10 +17,11 @@ import (
 // entry peer's Router, open loop from the session's start or closed loop
 // per client, a think time after the previous reply — and returns the
 // metrics of package simnet (simnet.Summarize over one Record per request,
-// gossip bytes from the GossipSub topics). Every request must succeed: the
-// first failure is returned with the metrics of the others. Call it inside
-// the cluster's synctest bubble; it returns when every request has
-// finished.
+// gossip bytes from the GossipSub topics). Every request should succeed:
+// failures (and failed churn events) are returned, joined, with the metrics
+// of the requests that did. Call it inside the cluster's synctest bubble;
+// it returns when every request has finished and every churn event has
+// happened.
 func (c *Cluster) Run(ctx context.Context, w *workload.Workload) (*simnet.Result, error) {
 	for _, s := range w.Sessions {
 		if s.Entry >= len(c.peers) {
@@ -28,7 +29,7 @@ func (c *Cluster) Run(ctx context.Context, w *workload.Workload) (*simnet.Result
 		}
 	}
 	gossipBefore := c.gossipBytes()
-	d := &driver{c: c, w: w, t0: time.Now(), recs: make([]simnet.Record, len(w.Requests))}
+	d := &driver{c: c, w: w, t0: time.Now(), recs: make([]simnet.Record, len(w.Requests)), ok: make([]bool, len(w.Requests))}
 	var churn sync.WaitGroup
 	for _, ch := range c.cfg.Churn {
 		churn.Go(func() {
@@ -44,7 +45,6 @@ func (c *Cluster) Run(ctx context.Context, w *workload.Workload) (*simnet.Result
 			}
 		})
 	}
-	defer churn.Wait()
 	var wg sync.WaitGroup
 	if w.Clients > 0 {
 		for cl := range w.Clients {
@@ -62,7 +62,8 @@ func (c *Cluster) Run(ctx context.Context, w *workload.Workload) (*simnet.Result
 		}
 	}
 	wg.Wait()
-	r := &simnet.Result{Policy: c.policyName(), Requests: len(w.Requests)}
+	churn.Wait()
+	r := &simnet.Result{Policy: c.policyName()}
 	var recs []simnet.Record
 	for i, rc := range d.recs {
 		if d.ok[i] {
@@ -114,7 +115,7 @@ type driver struct {
 
 	mu   sync.Mutex
 	recs []simnet.Record
-	ok   map[int]bool
+	ok   []bool // recs[i] holds a served request
 	errs []error
 }
 
@@ -171,9 +172,6 @@ func (d *driver) send(ctx context.Context, entry int, req workload.Request) erro
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.ok == nil {
-		d.ok = map[int]bool{}
-	}
 	d.ok[req.ID] = true
 	d.recs[req.ID] = simnet.Record{ID: req.ID, Entry: entry, Server: server,
 		Arrive: arrive, First: first, Done: time.Since(d.t0),
