@@ -21,7 +21,9 @@
 // start (no DHT, mDNS or NAT traversal — discovery is not what is being
 // measured), the hosts are QUIC-only with no resource manager, and the HTTP
 // API is skipped (requests enter through each peer's Router, as the API
-// handlers do).
+// handlers do). Peers can leave and come back mid-run (Config.Churn).
+// Identities come from a fixed seed, so a run repeats up to the order in
+// which the bubble's goroutines are scheduled.
 //
 // Concurrency: Start, Run and Close must be called from inside one
 // synctest bubble (synctest.Test); a Cluster's peers run on goroutines of
