@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -36,6 +37,35 @@ func mmluWorkload(t *testing.T, peers, requests int, rate float64, skew workload
 	return w
 }
 
+// startCluster starts cfg's cluster inside t's synctest bubble and closes
+// it when the test ends (after the test's own defers).
+func startCluster(t *testing.T, cfg Config) *Cluster {
+	t.Helper()
+	c, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// ask sends prompt (a one-token reply) through p's Router and returns the
+// result and the router's decision record.
+func ask(t *testing.T, p *Peer, prompt []int32) (*infer.Result, node.DecisionRecord) {
+	t.Helper()
+	res, err := p.Router.Generate(t.Context(), infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: 1}},
+		func(infer.Piece) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := p.Router.Recent()
+	return res, rec[len(rec)-1]
+}
+
 // paperConfig is one cell of the `paper` scenario of `meshllm bench`
 // (bench.Scenario("paper")): 4 peers, the 0.5B-class profile, half the
 // subjects' prefixes fit a peer's cache, one request runs at a time.
@@ -50,12 +80,8 @@ func runVT(t *testing.T, cfg Config, w *workload.Workload) (r *simnet.Result, wa
 	t.Helper()
 	start := time.Now()
 	synctest.Test(t, func(t *testing.T) {
-		c, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		r, err = c.Run(t.Context(), w)
+		var err error
+		r, err = startCluster(t, cfg).Run(t.Context(), w)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,16 +275,9 @@ func TestPeerLossMidStream(t *testing.T) {
 	w := mmluWorkload(t, 4, 1, 8, zipf)
 	prompt := w.Requests[0].Prompt
 	synctest.Test(t, func(t *testing.T) {
-		c, err := Start(paperConfig(4, 2*time.Millisecond, true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := startCluster(t, paperConfig(4, 2*time.Millisecond, true))
 		ps := c.Peers()
-		if _, err := ps[3].Router.Generate(t.Context(), infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: 1}},
-			func(infer.Piece) error { return nil }); err != nil {
-			t.Fatal(err)
-		}
+		ask(t, ps[3], prompt)
 		time.Sleep(3 * time.Second) // peer 3's digest reaches the others
 
 		const reply = 20 // short: a long decode would outweigh the prefill saved, and it would not be forwarded
@@ -303,25 +322,11 @@ func TestRefusesCostlyLink(t *testing.T) {
 		want node.Reason
 	}{{2 * time.Millisecond, node.ReasonForward}, {time.Second, node.ReasonRefusedRTT}} {
 		synctest.Test(t, func(t *testing.T) {
-			c, err := Start(paperConfig(2, tc.link, true))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := startCluster(t, paperConfig(2, tc.link, true))
 			ps := c.Peers()
-			gen := func(p *Peer) *infer.Result {
-				res, err := p.Router.Generate(t.Context(), infer.Request{Prompt: prompt, Sampling: infer.Sampling{MaxTokens: 1}},
-					func(infer.Piece) error { return nil })
-				if err != nil {
-					t.Fatal(err)
-				}
-				return res
-			}
-			gen(ps[1])
+			ask(t, ps[1], prompt)
 			time.Sleep(3 * time.Second) // peer 1's digest reaches peer 0
-			res := gen(ps[0])
-			rec := ps[0].Router.Recent()
-			d := rec[len(rec)-1]
+			res, d := ask(t, ps[0], prompt)
 			v := ps[0].Mesh.View(prompt, node.LocalView{}, time.Now())
 			if len(v.Peers) != 1 || v.Peers[0].EstimatedCached == 0 || !v.Peers[0].RTTKnown {
 				t.Fatalf("%v links: peer 0 does not know peer 1's prefix and RTT: %+v", tc.link, v)
@@ -333,4 +338,54 @@ func TestRefusesCostlyLink(t *testing.T) {
 				tc.link, v.Peers[0].RTT, d.Reason, d.LocalCostMillis, d.PeerCostMillis, v.Peers[0].EstimatedCached, res.CachedTokens, res.PromptTokens)
 		})
 	}
+}
+
+// TestPushBack: peer 1 holds two prompts' prefixes, then gets a queue past
+// the busy threshold (one request runs at a time, eight of its own wait,
+// about a second each). Its load announcement carries the push-back flag
+// over GossipSub to peer 0, which serves the first prompt itself (its
+// queue alone makes peer 1 lose, so the decision may read served-local
+// rather than push-back). Once the queue drains and the cooldown passes,
+// peer 0 forwards the second prompt to it again.
+func TestPushBack(t *testing.T) {
+	w := mmluWorkload(t, 2, 20, 8, workload.Uniform)
+	first, second := w.Requests[0].Prompt, []int32(nil) // two subjects: peer 0 caches the first when it serves it
+	for _, r := range w.Requests[1:] {
+		if r.Group != w.Requests[0].Group {
+			second = r.Prompt
+			break
+		}
+	}
+	if second == nil {
+		t.Fatal("no second subject in the workload")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		c := startCluster(t, paperConfig(2, 2*time.Millisecond, true))
+		ps := c.Peers()
+		ask(t, ps[1], first)
+		ask(t, ps[1], second)
+		time.Sleep(2 * time.Second) // peer 1's digest reaches peer 0
+		var busy sync.WaitGroup
+		defer busy.Wait() // before Close, which would fail them
+		for range 9 {     // straight to the engine: peer 1's own router would spread them
+			busy.Go(func() {
+				if _, err := ps[1].Engine.Generate(t.Context(), infer.Request{Prompt: first, Sampling: infer.Sampling{MaxTokens: 100}},
+					func(infer.Piece) error { return nil }); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		time.Sleep(1500 * time.Millisecond) // an announcement with the queue
+		if v := ps[0].Mesh.View(first, node.LocalView{}, time.Now()); len(v.Peers) != 1 || !v.Peers[0].PushBack || v.Peers[0].EstimatedCached == 0 {
+			t.Fatalf("peer 0 does not see peer 1's prefix and push-back: %+v", v)
+		}
+		if _, d := ask(t, ps[0], first); d.Reason == node.ReasonForward || len(d.Attempts) > 0 {
+			t.Fatalf("with peer 1 pushing back: decision %+v, want local", d)
+		}
+		busy.Wait()
+		time.Sleep(ps[0].Mesh.Policy().PushBackCooldown + 2*time.Second)
+		if _, d := ask(t, ps[0], second); d.Reason != node.ReasonForward {
+			t.Fatalf("after peer 1 drained: decision %+v, want %s", d, node.ReasonForward)
+		}
+	})
 }
