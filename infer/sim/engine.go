@@ -123,7 +123,7 @@ func (e *Engine) Stats() infer.Stats {
 	defer e.mu.Unlock()
 	s := e.slots.Stats()
 	return infer.Stats{
-		Slots: min(s.Slots, e.maxActive), Active: e.active, Queued: len(e.queue), QueueLimit: e.prof.QueueLimit,
+		Slots: e.maxActive, Active: e.active, Queued: len(e.queue), QueueLimit: e.prof.QueueLimit,
 		CacheCells: s.Cells, CacheLimit: s.Capacity, CachedSeqs: s.Leaves, ServedTotal: e.served,
 	}
 }
