@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +17,7 @@ import (
 	"github.com/meshllm/meshllm/node"
 	"github.com/meshllm/meshllm/p2p"
 	"github.com/meshllm/meshllm/testnet/mmlu"
+	"github.com/meshllm/meshllm/testnet/sse"
 	"github.com/urfave/cli/v2"
 )
 
@@ -298,37 +297,7 @@ func streamCompletion(ctx context.Context, base, model, prompt string, maxTokens
 		return demoResult{}, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	var res demoResult
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if line == "[DONE]" {
-			return res, nil
-		}
-		var chunk struct {
-			Choices []struct {
-				Text string `json:"text"`
-			} `json:"choices"`
-			Usage *struct {
-				PromptTokens        int `json:"prompt_tokens"`
-				CompletionTokens    int `json:"completion_tokens"`
-				PromptTokensDetails struct {
-					CachedTokens int `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
-			Error *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(line), &chunk); err != nil {
-			return res, fmt.Errorf("bad stream chunk %q: %w", line, err)
-		}
-		if chunk.Error != nil {
-			return res, errors.New(chunk.Error.Message)
-		}
+	err = sse.Read(resp.Body, func(chunk sse.Chunk) error {
 		for _, c := range chunk.Choices {
 			if res.TTFT == 0 {
 				res.TTFT = time.Since(start)
@@ -338,9 +307,7 @@ func streamCompletion(ctx context.Context, base, model, prompt string, maxTokens
 		if u := chunk.Usage; u != nil {
 			res.PromptTokens, res.CompletionTokens, res.CachedTokens = u.PromptTokens, u.CompletionTokens, u.PromptTokensDetails.CachedTokens
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return res, err
-	}
-	return res, errors.New("stream ended without [DONE]")
+		return nil
+	})
+	return res, err
 }

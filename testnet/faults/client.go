@@ -1,16 +1,16 @@
 package faults
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/meshllm/meshllm/testnet/sse"
 )
 
 // Ask is one completion request.
@@ -55,22 +55,6 @@ func (a Answer) Complete(ask Ask) error {
 	return nil
 }
 
-type usageJSON struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
-
-type completionJSON struct {
-	Choices []struct {
-		Text         string  `json:"text"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *usageJSON `json:"usage"`
-}
-
 // Complete sends ask to the peer at httpAddr's /v1/completions (greedy
 // sampling, so answers are comparable) and returns the answer, or an error
 // for anything short of a whole one.
@@ -99,7 +83,7 @@ func Complete(ctx context.Context, client *http.Client, httpAddr string, ask Ask
 	if ask.Stream {
 		a, err = readStream(resp.Body, start, ask.OnFirstPiece)
 	} else {
-		var c completionJSON
+		var c sse.Chunk // a whole completion reads as one chunk
 		if err = json.NewDecoder(resp.Body).Decode(&c); err == nil {
 			a = fold(a, c)
 		}
@@ -114,7 +98,7 @@ func Complete(ctx context.Context, client *http.Client, httpAddr string, ask Ask
 	return a, nil
 }
 
-func fold(a Answer, c completionJSON) Answer {
+func fold(a Answer, c sse.Chunk) Answer {
 	for _, ch := range c.Choices {
 		a.Text += ch.Text
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
@@ -131,24 +115,11 @@ func fold(a Answer, c completionJSON) Answer {
 func readStream(r io.Reader, start time.Time, onFirst func()) (Answer, error) {
 	var a Answer
 	var last time.Time
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if data == "[DONE]" {
-			return a, nil
-		}
-		var c completionJSON
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			return a, fmt.Errorf("bad chunk %q: %w", data, err)
-		}
+	err := sse.Read(r, func(c sse.Chunk) error {
 		before := len(a.Text)
 		a = fold(a, c)
 		if len(a.Text) == before {
-			continue
+			return nil
 		}
 		now := time.Now()
 		if !last.IsZero() {
@@ -161,11 +132,9 @@ func readStream(r io.Reader, start time.Time, onFirst func()) (Answer, error) {
 				onFirst()
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return a, err
-	}
-	return a, errors.New("stream ended without [DONE]")
+		return nil
+	})
+	return a, err
 }
 
 // BearerClient is an HTTP client that sends token as the bearer token of

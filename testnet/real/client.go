@@ -1,15 +1,17 @@
 package real
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/meshllm/meshllm/testnet/sse"
 )
 
 // completionBody is the request Run sends: the prompt as token IDs, a
@@ -23,22 +25,6 @@ type completionBody struct {
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-}
-
-// chunk is the part of a streamed completion event Run reads.
-type chunk struct {
-	Choices []struct {
-		Text string `json:"text"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-	Error *struct {
-		Message string `json:"message"`
-	} `json:"error"`
 }
 
 // reply is what one request measured, times from its send.
@@ -73,32 +59,16 @@ func complete(ctx context.Context, hc *http.Client, now func() time.Time, base, 
 	}
 	var r reply
 	gotFirst, gotUsage := false, false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data:")
-		if !ok {
-			continue
-		}
-		data = strings.TrimSpace(data)
-		if data == "[DONE]" {
-			break
-		}
-		var c chunk
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			return reply{}, fmt.Errorf("%s: bad stream event: %w", base, err)
-		}
-		if c.Error != nil {
-			return reply{}, fmt.Errorf("%s: stream error: %s", base, c.Error.Message)
-		}
+	err = sse.Read(resp.Body, func(c sse.Chunk) error {
 		if len(c.Choices) > 0 && !gotFirst {
 			r.first, gotFirst = now().Sub(start), true
 		}
 		if c.Usage != nil {
 			r.prompt, r.cached, gotUsage = c.Usage.PromptTokens, c.Usage.PromptTokensDetails.CachedTokens, true
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil && !errors.Is(err, sse.ErrNoDone) { // the checks below judge a stream cut short
 		return reply{}, fmt.Errorf("%s: reading stream: %w", base, err)
 	}
 	r.done = now().Sub(start)
