@@ -50,20 +50,16 @@ func defaultDataDir() string {
 
 func joinCommand() *cli.Command {
 	flags := append(engineFlags(), httpFlags()...)
-	flags = append(flags, meshFlags()...)
-	flags = append(flags, &cli.StringFlag{Name: "config", EnvVars: []string{"MESHLLM_CONFIG"},
-		Usage: "YAML file with any of these flags as keys (flags and env vars win over it)"})
-	return &cli.Command{
-		Name:   "join",
-		Usage:  "serve a model and join the mesh: route each request to the peer that holds its prefix when that is faster",
-		Flags:  flags,
-		Before: altsrc.InitInputSourceWithContext(flags, altsrc.NewYamlSourceFromFlagFunc("config")),
+	return withConfigFile(&cli.Command{
+		Name:  "join",
+		Usage: "serve a model and join the mesh: route each request to the peer that holds its prefix when that is faster",
+		Flags: append(flags, meshFlags()...),
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return join(ctx, c)
 		},
-	}
+	})
 }
 
 // p2pConfig builds the libp2p configuration from the flags.

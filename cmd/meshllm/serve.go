@@ -32,19 +32,14 @@ func httpConfig(c *cli.Context) node.Config {
 	cfg.APIToken = c.String("api-token")
 	cfg.MaxTokensLimit = c.Int("max-tokens-limit")
 	cfg.RequestTimeout = c.Duration("request-timeout")
-	cfg.Version = node.DefaultConfig().Version
 	return cfg
 }
 
 func serveCommand() *cli.Command {
-	flags := append(engineFlags(), httpFlags()...)
-	flags = append(flags, &cli.StringFlag{Name: "config", EnvVars: []string{"MESHLLM_CONFIG"},
-		Usage: "YAML file with any of these flags as keys (flags and env vars win over it)"})
-	return &cli.Command{
-		Name:   "serve",
-		Usage:  "serve a model on this machine over the OpenAI and Ollama APIs",
-		Flags:  flags,
-		Before: altsrc.InitInputSourceWithContext(flags, altsrc.NewYamlSourceFromFlagFunc("config")),
+	return withConfigFile(&cli.Command{
+		Name:  "serve",
+		Usage: "serve a model on this machine over the OpenAI and Ollama APIs",
+		Flags: append(engineFlags(), httpFlags()...),
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -60,7 +55,7 @@ func serveCommand() *cli.Command {
 			printEndpoints(srv.Config().ListenAddr, eng.Info().Name)
 			return srv.ListenAndServe(ctx)
 		},
-	}
+	})
 }
 
 // printEndpoints tells the user how to point a chat app at the peer.
@@ -69,4 +64,13 @@ func printEndpoints(addr, model string) {
 	fmt.Fprintf(os.Stderr, "  OpenAI clients: base URL http://%s/v1  (model %q)\n", addr, model)
 	fmt.Fprintf(os.Stderr, "  Ollama clients: OLLAMA_HOST=http://%s\n", addr)
 	fmt.Fprintf(os.Stderr, "  metrics: http://%s/metrics   health: http://%s/healthz\n", addr, addr)
+}
+
+// withConfigFile adds --config to cmd: a YAML file whose keys are cmd's
+// flags (flags and env vars win over it).
+func withConfigFile(cmd *cli.Command) *cli.Command {
+	cmd.Flags = append(cmd.Flags, &cli.StringFlag{Name: "config", EnvVars: []string{"MESHLLM_CONFIG"},
+		Usage: "YAML file with any of these flags as keys (flags and env vars win over it)"})
+	cmd.Before = altsrc.InitInputSourceWithContext(cmd.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))
+	return cmd
 }
