@@ -21,7 +21,9 @@ const (
 )
 
 // Sampling holds a request's sampling parameters; field for field the
-// engine's (infer.Sampling), so the node's adapter is a plain copy.
+// engine's (infer.Sampling): cmd/meshllm/wire converts one into the other
+// directly, so a field added to one must be added to both (the build
+// fails until it is).
 type Sampling struct {
 	Temperature   float32
 	TopP          float32

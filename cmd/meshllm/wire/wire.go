@@ -42,16 +42,11 @@ func (f Forwarder) Forward(ctx context.Context, to node.PeerID, req infer.Reques
 	if err != nil {
 		return nil, fmt.Errorf("%w: bad peer id %q", infer.ErrEngine, to)
 	}
-	s := req.Sampling
 	wr := &p2p.InferRequest{
-		ModelID: f.Model,
-		Prompt:  req.Prompt,
-		Sampling: p2p.Sampling{
-			Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MinP: s.MinP,
-			RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN, Seed: s.Seed,
-			MaxTokens: s.MaxTokens, Stop: s.Stop,
-		},
-		EstimatedCached: estimatedCached, // Hops stays 0: the client marks it forwarded
+		ModelID:         f.Model,
+		Prompt:          req.Prompt,
+		Sampling:        p2p.Sampling(req.Sampling), // field for field the same
+		EstimatedCached: estimatedCached,            // Hops stays 0: the client marks it forwarded
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		wr.Deadline = dl
@@ -125,12 +120,7 @@ func ServeForwarded(r *node.Router, modelID string) p2p.InferHandler {
 		if req.ModelID != modelID {
 			return nil, &p2p.InferError{Code: p2p.ErrUnknownModel, Message: "this peer serves model " + modelID}
 		}
-		s := req.Sampling
-		ir := infer.Request{Prompt: req.Prompt, Sampling: infer.Sampling{
-			Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MinP: s.MinP,
-			RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN, Seed: s.Seed,
-			MaxTokens: s.MaxTokens, Stop: s.Stop,
-		}}
+		ir := infer.Request{Prompt: req.Prompt, Sampling: infer.Sampling(req.Sampling)}
 		res, err := r.ServeForwarded(ctx, ir, func(p infer.Piece) error {
 			return send(p2p.InferPiece{Text: p.Text, Tokens: p.Tokens})
 		})
