@@ -22,7 +22,7 @@ ENGINE_PKGS = ./infer/llama ./cmd/meshllm
 # Tests that run real `meshllm join` processes (bin/meshllm): one package at
 # a time, so their peers do not compete with other tests for the cores.
 PROCESS_PKGS = ./testnet/faults
-FUZZTIME   ?= 10s
+FUZZTIME   ?= 20000x
 
 .PHONY: all setup build run test test-race test-engine fuzz-short bench-engine bench bench-vt clean
 
