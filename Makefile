@@ -39,7 +39,7 @@ run: build
 	bin/meshllm demo
 
 test: build
-	@scripts/install-chromium.sh || echo "no Chromium: the dashboard's browser test will skip"
+	@scripts/install-chromium.sh || echo "no Chromium: the browser tests will skip (and fail under CI=true)"
 	$(ENGINE_ENV) && $(GO) vet ./...
 	$(MAKE) test-race
 	$(MAKE) test-engine

@@ -2,6 +2,7 @@ package infer
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -16,9 +17,10 @@ type Engine interface {
 	// Tokenize turns text into the model's tokens, adding the BOS token when
 	// the model wants one and parsing special tokens (as chat templates emit).
 	Tokenize(text string) ([]int32, error)
-	// Render applies the model's chat template to messages and returns the
-	// prompt text, ending where the assistant's reply begins.
-	Render(messages []Message) (string, error)
+	// Render applies the model's chat template to messages (and the tools
+	// the model may call; nil for none) and returns the prompt text, ending
+	// where the assistant's reply begins.
+	Render(messages []Message, tools []Tool) (string, error)
 	// Generate prefills req.Prompt (reusing the longest cached prefix) and
 	// decodes until a stop condition, calling emit for each piece of text in
 	// order. If emit returns an error, generation stops and Generate returns
@@ -32,6 +34,17 @@ type Engine interface {
 	// Close stops the engine, failing queued requests with ErrClosed, and
 	// frees the model.
 	Close() error
+}
+
+// Embedder is an engine that also computes embeddings (/v1/embeddings,
+// /api/embed). Implementations are safe for concurrent use.
+type Embedder interface {
+	// Embed returns one vector per input (each a tokenized text), pooled
+	// over its tokens as the model's pooling type says (mean when it has
+	// none) and L2-normalised. Inputs are served in batches; an input
+	// longer than the embedding context is an ErrBadRequest (a
+	// *ContextError).
+	Embed(ctx context.Context, inputs [][]int32) ([][]float32, error)
 }
 
 // ModelInfo describes a loaded model.
@@ -53,9 +66,20 @@ type ModelInfo struct {
 	TrainContextLength int `json:"train_context_length"`
 	// VocabSize is the number of tokens in the vocabulary.
 	VocabSize int `json:"vocab_size"`
+	// EmbeddingLength is the width of the model's embeddings (0 if the
+	// engine serves none).
+	EmbeddingLength int `json:"embedding_length,omitempty"`
+	// EmbedContextLength is the longest input (in tokens) Embed accepts;
+	// longer ones fail with a *ContextError (0 if the engine serves no
+	// embeddings).
+	EmbedContextLength int `json:"embed_context_length,omitempty"`
 	// Template names the chat template family used ("chatml", "llama3",
 	// "plain", ...).
 	Template string `json:"template"`
+	// ToolFormat names the format the model's tool calls are parsed in
+	// (infer.ToolFormat: "hermes", "llama3-json", "mistral", "generic",
+	// ...); "" if the engine does not do tool calls.
+	ToolFormat string `json:"tool_format,omitempty"`
 	// Quantization names the weight type ("F32", "Q4_K_M", ...).
 	Quantization string `json:"quantization,omitempty"`
 	// SizeBytes is the model file's size.
@@ -66,8 +90,30 @@ type ModelInfo struct {
 
 // Message is one turn of a chat.
 type Message struct {
-	Role    string `json:"role"` // "system", "user", "assistant"
+	Role    string `json:"role"` // "system", "user", "assistant", "tool"
 	Content string `json:"content"`
+	// ToolCalls are the function calls an assistant message made.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is, on a "tool" message, the ID of the call it answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Name is, on a "tool" message, the name of the function that answered.
+	Name string `json:"name,omitempty"`
+}
+
+// Tool is a function the model may call (OpenAI's and Ollama's "tools").
+type Tool struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Parameters is the JSON schema of the arguments object (may be nil).
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ToolCall is one function call in a model's reply.
+type ToolCall struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name"`
+	// Arguments is a JSON object.
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 // Request is one generation request, already tokenized.
@@ -98,6 +144,41 @@ type Sampling struct {
 	MaxTokens int
 	// Stop strings end generation; the stop string is not returned.
 	Stop []string
+	// PresencePenalty and FrequencyPenalty (OpenAI's, -2..2) lower the
+	// logits of tokens already in the last RepeatLastN tokens: by a
+	// constant, and by their count. 0 disables them.
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	// Constraint restricts what may be generated (structured outputs, tool
+	// calls); nil means none.
+	Constraint *Constraint
+	// Logprobs asks for each generated token's log probability in
+	// Piece.Logprobs, with the TopLogprobs (0..MaxTopLogprobs) most likely
+	// alternatives.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// MaxTopLogprobs is the most alternatives a token's logprobs may list
+// (OpenAI's limit).
+const MaxTopLogprobs = 20
+
+// MaxSchemaBytes bounds Constraint.JSONSchema (and the grammar built from
+// it); Prefix and Suffix are bounded by MaxAffixBytes.
+const (
+	MaxSchemaBytes = 64 << 10
+	MaxAffixBytes  = 256
+)
+
+// Constraint restricts generation with a grammar (llama.cpp's GBNF, built
+// by the serving engine): the output is Prefix, then one JSON value that
+// satisfies JSONSchema, then Suffix, and generation ends there. A schema
+// of {"type":"object"} asks for any JSON object (json_object mode). It
+// travels with a forwarded request, so any peer enforces the same output.
+type Constraint struct {
+	JSONSchema string `json:"json_schema"`
+	Prefix     string `json:"prefix,omitempty"`
+	Suffix     string `json:"suffix,omitempty"`
 }
 
 // Piece is a piece of generated text.
@@ -107,6 +188,24 @@ type Piece struct {
 	Text string
 	// Tokens is how many tokens this piece accounts for.
 	Tokens int
+	// Logprobs has one entry per token the piece accounts for, when the
+	// request asked for them (Sampling.Logprobs).
+	Logprobs []TokenLogprob
+}
+
+// TokenLogprob is one generated token's log probability under the model
+// (natural log, before sampling's truncation), and its most likely
+// alternatives at that position, most likely first.
+type TokenLogprob struct {
+	Token   string       `json:"token"`
+	Logprob float32      `json:"logprob"`
+	Top     []TopLogprob `json:"top_logprobs,omitempty"`
+}
+
+// TopLogprob is one alternative token at a position.
+type TopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
 }
 
 // Finish reasons.

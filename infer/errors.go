@@ -18,6 +18,9 @@ var (
 	ErrBadRequest = errors.New("bad request")
 	// ErrContextOverflow: the prompt does not fit the context.
 	ErrContextOverflow = errors.New("prompt exceeds the context length")
+	// ErrUnsupported: the engine cannot serve this kind of request (say,
+	// embeddings from a peer started without an embedding model).
+	ErrUnsupported = errors.New("not supported")
 	// ErrEngine: the engine failed internally; the request was not served.
 	ErrEngine = errors.New("engine failure")
 )
@@ -63,6 +66,9 @@ func Validate(req Request, info ModelInfo) error {
 		return BadRequestf("top_k must be >= 0, got %d", s.TopK)
 	case len(s.Stop) > 16:
 		return BadRequestf("at most 16 stop strings, got %d", len(s.Stop))
+	}
+	if err := validateExtensions(s); err != nil {
+		return err
 	}
 	for _, t := range req.Prompt {
 		if t < 0 || (info.VocabSize > 0 && int(t) >= info.VocabSize) {

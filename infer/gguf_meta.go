@@ -37,6 +37,20 @@ type ModelMeta struct {
 	HeadCount         int `json:"head_count"`          // attention heads (max over layers)
 	HeadCountKV       int `json:"head_count_kv"`       // KV heads (max over layers)
 	FeedForwardLength int `json:"feed_forward_length"` // FFN width (max over layers)
+	// KeyLength and ValueLength are the widths of one attention head's key
+	// and value (<arch>.attention.key_length / value_length; default
+	// EmbeddingLength / HeadCount).
+	KeyLength   int `json:"key_length,omitempty"`
+	ValueLength int `json:"value_length,omitempty"`
+	// KVLoraRank is <arch>.attention.kv_lora_rank (multi-head latent
+	// attention, DeepSeek-2 style): the KV cache then holds KVLoraRank +
+	// RopeDimensions values a layer; 0 for ordinary attention.
+	KVLoraRank     int `json:"kv_lora_rank,omitempty"`
+	RopeDimensions int `json:"rope_dimensions,omitempty"` // <arch>.rope.dimension_count
+	// PoolingType is <arch>.pooling_type, which embedding models declare
+	// (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 when
+	// absent, as in chat models.
+	PoolingType int `json:"pooling_type"`
 
 	Tensors int `json:"tensors"` // number of tensors
 }
@@ -70,7 +84,15 @@ func (g *GGUFFile) Meta() ModelMeta {
 		HeadCount:         int(g.Uint(arch + ".attention.head_count")),
 		HeadCountKV:       int(g.Uint(arch + ".attention.head_count_kv")),
 		FeedForwardLength: int(g.Uint(arch + ".feed_forward_length")),
+		KeyLength:         int(g.Uint(arch + ".attention.key_length")),
+		ValueLength:       int(g.Uint(arch + ".attention.value_length")),
+		KVLoraRank:        int(g.Uint(arch + ".attention.kv_lora_rank")),
+		RopeDimensions:    int(g.Uint(arch + ".rope.dimension_count")),
+		PoolingType:       -1,
 		Tensors:           len(g.Tensors),
+	}
+	if v, ok := g.KV[arch+".pooling_type"]; ok {
+		m.PoolingType = int(min(asUint(v), 1<<16))
 	}
 	if toks, ok := g.KV["tokenizer.ggml.tokens"].([]string); ok {
 		m.VocabSize = len(toks)
@@ -79,6 +101,14 @@ func (g *GGUFFile) Meta() ModelMeta {
 	}
 	if m.HeadCountKV == 0 {
 		m.HeadCountKV = m.HeadCount
+	}
+	if m.HeadCount > 0 {
+		if m.KeyLength == 0 {
+			m.KeyLength = m.EmbeddingLength / m.HeadCount
+		}
+		if m.ValueLength == 0 {
+			m.ValueLength = m.EmbeddingLength / m.HeadCount
+		}
 	}
 	m.AddBOS = m.TokenizerModel == "llama"
 	if b, ok := g.KV["tokenizer.ggml.add_bos_token"].(bool); ok {

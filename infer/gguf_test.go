@@ -31,6 +31,7 @@ func TestReadModelMetaStories(t *testing.T) {
 		Name: "llama", Architecture: "llama", ContextLength: 2048, VocabSize: 512,
 		Parameters: 292800, FileType: "F32", TokenizerModel: "llama", BOS: 1, EOS: 2, AddBOS: true,
 		EmbeddingLength: 64, BlockCount: 5, HeadCount: 8, HeadCountKV: 4, FeedForwardLength: 172,
+		KeyLength: 8, ValueLength: 8, RopeDimensions: 8, PoolingType: -1,
 		Tensors: 48,
 	}
 	if m != want {

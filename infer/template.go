@@ -154,9 +154,22 @@ func DetectChatTemplate(jinja string) ChatTemplate {
 
 // Render turns messages into the prompt text, ending where the assistant's
 // reply begins (for families that mark it). Roles are "system", "user",
-// "assistant" (and "tool" where a family has it); an empty list, an empty
-// or unknown role, or an unknown family is an ErrBadRequest.
+// "assistant" and "tool"; an empty list, an empty or unknown role, or an
+// unknown family is an ErrBadRequest. Tool messages and assistant tool
+// calls render as text in every family (see flattenToolMessages): a run of
+// tool messages as one user turn of <tool_response> blocks (Qwen's way),
+// tool calls as {"tool_calls": [...]} after the assistant's content.
 func (t ChatTemplate) Render(messages []Message) (string, error) {
+	r, ok := renderers(t)
+	if !ok {
+		return "", BadRequestf("unknown chat template %q", string(t))
+	}
+	if usesTools(messages) {
+		if err := validateToolMessages(messages); err != nil {
+			return "", err
+		}
+		messages = flattenToolMessages(messages)
+	}
 	if len(messages) == 0 {
 		return "", BadRequestf("no messages")
 	}
@@ -164,12 +177,8 @@ func (t ChatTemplate) Render(messages []Message) (string, error) {
 		switch m.Role {
 		case "system", "user", "assistant", "tool":
 		default:
-			return "", BadRequestf("message %d: unknown role %q (want system, user or assistant)", i, m.Role)
+			return "", BadRequestf("message %d: unknown role %q (want system, user, assistant or tool)", i, m.Role)
 		}
-	}
-	r, ok := renderers(t)
-	if !ok {
-		return "", BadRequestf("unknown chat template %q", string(t))
 	}
 	var b strings.Builder
 	r(&b, messages)

@@ -10,12 +10,12 @@ import (
 
 // conversation is the chat llama.cpp's tests/test-chat-template.cpp renders.
 var conversation = []Message{
-	{"system", "You are a helpful assistant"},
-	{"user", "Hello"},
-	{"assistant", "Hi there"},
-	{"user", "Who are you"},
-	{"assistant", "   I am an assistant   "},
-	{"user", "Another question"},
+	{Role: "system", Content: "You are a helpful assistant"},
+	{Role: "user", Content: "Hello"},
+	{Role: "assistant", Content: "Hi there"},
+	{Role: "user", Content: "Who are you"},
+	{Role: "assistant", Content: "   I am an assistant   "},
+	{Role: "user", Content: "Another question"},
 }
 
 func TestRenderFamilies(t *testing.T) {
@@ -63,7 +63,7 @@ func TestRenderFamilies(t *testing.T) {
 
 func TestRenderEveryFamily(t *testing.T) {
 	for _, tmpl := range ChatTemplates() {
-		got, err := tmpl.Render([]Message{{"user", "Why is the sky blue?"}})
+		got, err := tmpl.Render([]Message{{Role: "user", Content: "Why is the sky blue?"}})
 		if err != nil {
 			t.Errorf("%s: %v", tmpl, err)
 			continue
@@ -78,7 +78,7 @@ func TestRenderEveryFamily(t *testing.T) {
 }
 
 func TestRenderPlainSingleMessageUnchanged(t *testing.T) {
-	got, err := TemplatePlain.Render([]Message{{"user", " Once upon a time"}})
+	got, err := TemplatePlain.Render([]Message{{Role: "user", Content: " Once upon a time"}})
 	if err != nil || got != " Once upon a time" {
 		t.Fatalf("got %q, %v", got, err)
 	}
@@ -90,10 +90,10 @@ func TestRenderErrors(t *testing.T) {
 		msgs []Message
 	}{
 		"no messages":    {TemplateChatML, nil},
-		"unknown role":   {TemplateChatML, []Message{{"wizard", "hi"}}},
-		"empty role":     {TemplateLlama3, []Message{{"", "hi"}}},
-		"unknown family": {ChatTemplate("jinja2000"), []Message{{"user", "hi"}}},
-		"empty family":   {ChatTemplate(""), []Message{{"user", "hi"}}},
+		"unknown role":   {TemplateChatML, []Message{{Role: "wizard", Content: "hi"}}},
+		"empty role":     {TemplateLlama3, []Message{{Role: "", Content: "hi"}}},
+		"unknown family": {ChatTemplate("jinja2000"), []Message{{Role: "user", Content: "hi"}}},
+		"empty family":   {ChatTemplate(""), []Message{{Role: "user", Content: "hi"}}},
 	} {
 		if _, err := c.tmpl.Render(c.msgs); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%s: err = %v, want ErrBadRequest", name, err)

@@ -94,7 +94,7 @@ func NewAnnounce(cfg AnnounceConfig) (*Announce, error) {
 		cfg.SnapshotEvery = 10
 	}
 	if cfg.NewTicker == nil {
-		cfg.NewTicker = func(d time.Duration) Ticker { return stdTicker{time.NewTicker(d)} }
+		cfg.NewTicker = NewStdTicker
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -104,6 +104,9 @@ func NewAnnounce(cfg AnnounceConfig) (*Announce, error) {
 	}
 	return &Announce{cfg: cfg, seq: uint64(cfg.Now().UnixNano())}, nil
 }
+
+// NewStdTicker is a Ticker on time.NewTicker (the default NewTicker).
+func NewStdTicker(d time.Duration) Ticker { return stdTicker{time.NewTicker(d)} }
 
 type stdTicker struct{ t *time.Ticker }
 

@@ -113,6 +113,9 @@ func NewMesh(cfg MeshConfig) (*Mesh, error) {
 // Policy returns the policy the mesh was configured with.
 func (m *Mesh) Policy() Policy { return m.cfg.Policy }
 
+// Self returns this peer's ID.
+func (m *Mesh) Self() PeerID { return m.cfg.Self }
+
 func (m *Mesh) peer(id PeerID) *meshPeer {
 	p, ok := m.peers[id]
 	if !ok {

@@ -56,7 +56,7 @@ type RouterConfig struct {
 	NoTrust bool
 }
 
-// Router is the mesh router: a Generator that serves each request locally
+// Router is the mesh router: an httpapi.Generator that serves each request locally
 // or on the peer where it is expected to finish first (see Decide), and
 // falls back to the next peer, then local, when a forward fails, so that
 // the client never sees a peer's failure.
@@ -92,11 +92,9 @@ type Router struct {
 	now    func() time.Time
 	met    *routerMetrics
 	recent *recent
-	trust  *Trust // nil: off
+	trust  *Trust         // nil: off
+	emb    infer.Embedder // nil: none
 }
-
-// compile-time check: a Router is a Generator.
-var _ Generator = (*Router)(nil)
 
 // NewRouter returns a router; it registers its collectors on
 // cfg.Registry.
@@ -128,24 +126,38 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.NoTrust {
 		cfg.Trust = nil
 	}
+	emb, _ := cfg.Engine.(infer.Embedder)
 	return &Router{
 		eng: cfg.Engine, info: cfg.Engine.Info(), mesh: cfg.Mesh, fwd: cfg.Forwarder,
 		policy: cfg.Mesh.Policy(), speeds: cfg.Speeds, log: cfg.Logger, now: cfg.Now,
-		met: met, recent: newRecent(cfg.Recent), trust: cfg.Trust,
+		met: met, recent: newRecent(cfg.Recent), trust: cfg.Trust, emb: emb,
 	}, nil
 }
 
-// Info implements Generator.
+// Info implements httpapi.Generator.
 func (r *Router) Info() infer.ModelInfo { return r.info }
 
-// Tokenize implements Generator with the local engine's tokenizer (every
+// Tokenize implements httpapi.Generator with the local engine's tokenizer (every
 // peer of a mesh serves the same model, so tokens are valid everywhere).
 func (r *Router) Tokenize(text string) ([]int32, error) { return r.eng.Tokenize(text) }
 
-// Render implements Generator with the local engine's template.
-func (r *Router) Render(messages []infer.Message) (string, error) { return r.eng.Render(messages) }
+// Render implements httpapi.Generator with the local engine's template.
+func (r *Router) Render(messages []infer.Message, tools []infer.Tool) (string, error) {
+	return r.eng.Render(messages, tools)
+}
 
-// Stats implements Generator: the local engine's stats.
+// Embed implements infer.Embedder with the local engine (when it is an
+// infer.Embedder): embeddings are never forwarded, they are cheap next to
+// a round trip and nothing of them is cached. A separate embedding model
+// (with its own tokenizer) is mounted on the HTTP API instead.
+func (r *Router) Embed(ctx context.Context, inputs [][]int32) ([][]float32, error) {
+	if r.emb == nil {
+		return nil, fmt.Errorf("%w: this peer serves no embeddings (start it with --embed-model)", infer.ErrUnsupported)
+	}
+	return r.emb.Embed(ctx, inputs)
+}
+
+// Stats implements httpapi.Generator: the local engine's stats.
 func (r *Router) Stats() infer.Stats { return r.eng.Stats() }
 
 // Mesh returns the router's mesh.
@@ -167,7 +179,7 @@ func (r *Router) LocalView(prompt []int32) LocalView {
 	}
 }
 
-// Generate implements Generator: decide, then serve locally or forward
+// Generate implements httpapi.Generator: decide, then serve locally or forward
 // with fallback (see Router).
 func (r *Router) Generate(ctx context.Context, req infer.Request, emit func(infer.Piece) error) (*infer.Result, error) {
 	if err := infer.Validate(req, r.info); err != nil {

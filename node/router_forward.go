@@ -113,7 +113,14 @@ func (r *Router) forward(ctx context.Context, c Candidate, req infer.Request, st
 // describes the whole reply: the original prompt, the generated tokens of
 // both parts, the time to the first piece the client saw, and the local
 // part's cache use and timings.
+//
+// A constrained reply (structured output, a tool call) cannot be continued:
+// the grammar would start again from its beginning on text that is already
+// half a value, so the request fails instead of returning broken JSON.
 func (r *Router) continueLocal(ctx context.Context, req infer.Request, st *stream) (*infer.Result, error) {
+	if req.Sampling.Constraint != nil {
+		return nil, fmt.Errorf("%w: the serving peer broke off a constrained reply after %d tokens, and a grammar cannot resume mid-value", infer.ErrEngine, st.tokens)
+	}
 	ext, err := r.continuationTokens(st.text.String())
 	if err != nil {
 		return nil, err

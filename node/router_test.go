@@ -306,6 +306,35 @@ func TestRouterErrorBeforeFirstPieceTriesNextPeer(t *testing.T) {
 	})
 }
 
+// TestRouterMidStreamFailureConstrained: a constrained reply broken off
+// mid-stream is not continued (the grammar would restart mid-value): the
+// client gets an error after the pieces it already has.
+func TestRouterMidStreamFailureConstrained(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, _, req := pair(t, func(b *testPeer) Forwarder {
+			return forwardFunc(func(ctx context.Context, peer PeerID, req infer.Request, est int, emit func(infer.Piece) error) (*infer.Result, error) {
+				n := 0
+				_, err := b.router.ServeForwarded(ctx, req, func(p infer.Piece) error {
+					if n == 3 {
+						return errors.New("peer crashed")
+					}
+					n++
+					return emit(p)
+				})
+				return nil, fmt.Errorf("stream reset: %w", err)
+			})
+		})
+		req.Sampling.Constraint = &infer.Constraint{JSONSchema: `{"type":"object"}`}
+		var c collect
+		if _, err := a.router.Generate(t.Context(), req, c.emit); !errors.Is(err, infer.ErrEngine) {
+			t.Fatalf("constrained reply broken off: err %v, want ErrEngine", err)
+		}
+		if len(c.pieces) != 3 {
+			t.Fatalf("client got %d pieces, want the 3 the peer sent", len(c.pieces))
+		}
+	})
+}
+
 func TestRouterMidStreamFailureContinuesLocally(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, _, req := pair(t, func(b *testPeer) Forwarder {

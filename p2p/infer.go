@@ -21,7 +21,9 @@ const InferProtocol protocol.ID = "/meshllm/infer/1.0.0"
 // it again: a request that arrives over InferProtocol has used its one hop.
 // It calls send for each piece of generated text, from its own goroutine and
 // never after returning; send fails once the stream is gone, and the handler
-// should then stop. ctx is cancelled when the client resets the stream (it
+// should then stop. A piece whose logprobs would not fit one frame (or
+// exceed MaxPieceLogprobs) reaches the client as several consecutive
+// pieces, the text in the first, adding up to the same Tokens and Logprobs. ctx is cancelled when the client resets the stream (it
 // cancelled), the request's deadline passes, or the service closes. To fail
 // with a given code the handler returns an *InferError; other errors are
 // sent as ErrInternal (or ErrDeadline when ctx's deadline passed).
@@ -243,7 +245,13 @@ func (s *InferService) handle(st network.Stream) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return fc.writeFrame(FrameInferPiece, p.AppendBinary(nil))
+		// A piece with many logprobs goes as several frames (see split).
+		for _, part := range p.split(fc.max - 1) {
+			if err := fc.writeFrame(FrameInferPiece, part.AppendBinary(nil)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	final, herr := s.handler(ctx, from, req, send)
 	mu.Lock()

@@ -21,9 +21,9 @@ const (
 )
 
 // Sampling holds a request's sampling parameters; field for field the
-// engine's (infer.Sampling): cmd/meshllm/wire converts one into the other
-// directly, so a field added to one must be added to both (the build
-// fails until it is).
+// engine's (infer.Sampling), which they mean exactly: cmd/meshllm/wire
+// converts one into the other field by field, and its round-trip test
+// fails when a field of either is not carried.
 type Sampling struct {
 	Temperature   float32
 	TopP          float32
@@ -34,6 +34,14 @@ type Sampling struct {
 	Seed          int64
 	MaxTokens     int
 	Stop          []string
+	// The fields below travel only in a v2 payload (see wireVersionExt): a
+	// request that sets any of them is refused by a peer that would
+	// otherwise ignore them.
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	Constraint       *Constraint // nil: unconstrained
+	Logprobs         bool
+	TopLogprobs      int // 0..MaxTopLogprobs
 }
 
 // InferRequest is the request an origin peer forwards to a serving peer.
@@ -63,6 +71,9 @@ type InferRequest struct {
 type InferPiece struct {
 	Text   string
 	Tokens int // tokens this piece accounts for
+	// Logprobs has an entry per token (at most Tokens, MaxPieceLogprobs)
+	// when the request asked for logprobs; a piece with any travels as v2.
+	Logprobs []TokenLogprob
 }
 
 // InferFinal closes a served request: usage, cache reuse and timings as the
@@ -107,7 +118,10 @@ func (r *InferRequest) validate() error {
 		}
 	}
 	s := r.Sampling
-	for _, f := range []float32{s.Temperature, s.TopP, s.MinP, s.RepeatPenalty} {
+	if err := s.validateExt(); err != nil {
+		return err
+	}
+	for _, f := range []float32{s.Temperature, s.TopP, s.MinP, s.RepeatPenalty, s.PresencePenalty, s.FrequencyPenalty} {
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
 			return badRequest("non-finite sampling parameter")
 		}
@@ -120,10 +134,16 @@ func (r *InferRequest) validate() error {
 	return nil
 }
 
-// AppendBinary appends r's v1 encoding to b; now is the clock against which
-// the deadline becomes the time left.
+// AppendBinary appends r's encoding to b: v1 when its sampling uses none
+// of the fields v2 added, else v2 (v1's fields, then those). now is the
+// clock against which the deadline becomes the time left.
 func (r *InferRequest) AppendBinary(b []byte, now time.Time) []byte {
-	b = append(b, wireVersion)
+	ext := r.Sampling.usesExt()
+	if ext {
+		b = append(b, wireVersionExt)
+	} else {
+		b = append(b, wireVersion)
+	}
 	b = appendString(b, r.ModelID)
 	b = appendUvarint(b, uint64(len(r.Prompt)))
 	for _, t := range r.Prompt {
@@ -151,15 +171,19 @@ func (r *InferRequest) AppendBinary(b []byte, now time.Time) []byte {
 	}
 	b = appendUvarint(b, left)
 	b = appendUvarint(b, uint64(r.Hops))
-	return appendUvarint(b, uint64(r.EstimatedCached))
+	b = appendUvarint(b, uint64(r.EstimatedCached))
+	if ext {
+		b = r.Sampling.appendExt(b)
+	}
+	return b
 }
 
-// DecodeInferRequest decodes a v1 request payload; now is the receiver's
-// clock, against which the deadline is rebuilt. Errors wrap
+// DecodeInferRequest decodes a v1 or v2 request payload; now is the
+// receiver's clock, against which the deadline is rebuilt. Errors wrap
 // ErrFrameMalformed.
 func DecodeInferRequest(p []byte, now time.Time) (*InferRequest, error) {
 	d := decoder{b: p}
-	d.version("infer request")
+	ext := d.versionUpTo("infer request", wireVersionExt) == wireVersionExt
 	r := &InferRequest{}
 	r.ModelID = d.str(MaxModelIDLen)
 	if n := d.count(MaxPromptTokens, 1); n > 0 {
@@ -188,27 +212,50 @@ func DecodeInferRequest(p []byte, now time.Time) (*InferRequest, error) {
 	}
 	r.Hops = int(d.uvarint(math.MaxInt32))
 	r.EstimatedCached = int(d.uvarint(math.MaxInt32))
+	if ext {
+		s.decodeExt(&d)
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
 	return r, nil
 }
 
-// AppendBinary appends p's v1 encoding to b.
+// AppendBinary appends p's encoding to b: v1 without logprobs, v2 (v1's
+// fields, then the logprobs) with. Logprobs beyond what a decoder accepts
+// (more than Tokens or MaxPieceLogprobs entries, longer token texts, more
+// alternatives, values above 0 or not finite) are cut or clamped; the
+// service splits a long piece first (InferPiece.split), so nothing is cut
+// in practice.
 func (p *InferPiece) AppendBinary(b []byte) []byte {
-	b = append(b, wireVersion)
+	n := min(len(p.Logprobs), max(p.Tokens, 0), MaxPieceLogprobs)
+	if n == 0 {
+		b = append(b, wireVersion)
+	} else {
+		b = append(b, wireVersionExt)
+	}
 	b = appendString(b, p.Text)
-	return appendUvarint(b, uint64(p.Tokens))
+	b = appendUvarint(b, uint64(max(p.Tokens, 0)))
+	if n > 0 {
+		b = appendLogprobs(b, p.Logprobs[:n])
+	}
+	return b
 }
 
-// DecodeInferPiece decodes a v1 piece payload.
+// DecodeInferPiece decodes a v1 or v2 piece payload.
 func DecodeInferPiece(p []byte) (InferPiece, error) {
 	d := decoder{b: p}
-	d.version("infer piece")
+	ext := d.versionUpTo("infer piece", wireVersionExt) == wireVersionExt
 	var pc InferPiece
 	pc.Text = d.str(len(p))
 	pc.Tokens = int(d.uvarint(math.MaxInt32))
-	return pc, d.err
+	if ext {
+		pc.Logprobs = decodeLogprobs(&d, pc.Tokens)
+	}
+	if d.err != nil {
+		return InferPiece{}, d.err
+	}
+	return pc, nil
 }
 
 // AppendBinary appends f's v1 encoding to b.

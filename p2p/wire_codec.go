@@ -6,12 +6,23 @@ import (
 	"math"
 )
 
-// wireVersion is the first byte of every payload this package encodes. A
-// decoder rejects other versions; a minor revision that only appends fields
+// wireVersion is the first byte of every payload this package encodes
+// unless it needs wireVersionExt. A decoder rejects versions it does not
+// know; a revision that only appends fields a receiver may safely ignore
 // keeps the version (decoders ignore bytes after the fields they know), one
-// that changes a field's meaning bumps it, and one that breaks the framing
-// bumps the protocol ID.
+// whose new fields change what must be served (they must not be ignored)
+// or that changes a field's meaning bumps it, and one that breaks the
+// framing bumps the protocol ID.
 const wireVersion = 1
+
+// wireVersionExt (2) marks an infer request whose sampling uses the fields
+// added for structured outputs, OpenAI's penalties and logprobs, and a
+// piece that carries logprobs: v1's fields, then the new ones. A v1-only
+// peer rejects such a request as malformed (a bad-request answer, after
+// which the origin serves it itself) instead of serving it without its
+// constraint; a request without them stays v1, so old and new peers still
+// serve each other's plain requests. Every other payload stays v1.
+const wireVersionExt = 2
 
 func appendUvarint(b []byte, x uint64) []byte { return binary.AppendUvarint(b, x) }
 
@@ -53,17 +64,27 @@ func (d *decoder) fail(format string, args ...any) {
 	d.b = nil
 }
 
-// version reads and checks the version byte.
-func (d *decoder) version(what string) {
+// version reads and checks the version byte, which must be wireVersion.
+func (d *decoder) version(what string) { d.versionUpTo(what, wireVersion) }
+
+// versionUpTo reads and checks the version byte, which must lie between
+// wireVersion and newest, and returns it (0 after a failure).
+func (d *decoder) versionUpTo(what string, newest byte) byte {
 	if len(d.b) == 0 {
 		d.fail("%s: empty payload", what)
-		return
+		return 0
 	}
-	if d.b[0] != wireVersion {
-		d.fail("%s: version %d, want %d", what, d.b[0], wireVersion)
-		return
+	v := d.b[0]
+	if v < wireVersion || v > newest {
+		if newest == wireVersion {
+			d.fail("%s: version %d, want %d", what, v, wireVersion)
+		} else {
+			d.fail("%s: version %d, want %d..%d", what, v, wireVersion, newest)
+		}
+		return 0
 	}
 	d.b = d.b[1:]
+	return v
 }
 
 // uvarint reads a minimal uvarint no larger than limit.

@@ -60,10 +60,11 @@ func TestInferRequestDeadlineIsRelative(t *testing.T) {
 }
 
 func TestRepliesRoundTrip(t *testing.T) {
-	pc := InferPiece{Text: "Once upon a time", Tokens: 4}
-	gotPc, err := DecodeInferPiece(pc.AppendBinary(nil))
-	if err != nil || gotPc != pc {
-		t.Fatalf("piece: %+v %v", gotPc, err)
+	for _, pc := range []InferPiece{{Text: "Once upon a time", Tokens: 4}, samplePiece()} {
+		gotPc, err := DecodeInferPiece(pc.AppendBinary(nil))
+		if err != nil || !reflect.DeepEqual(gotPc, pc) {
+			t.Fatalf("piece: %+v %v", gotPc, err)
+		}
 	}
 	fin := &InferFinal{PromptTokens: 700, CachedTokens: 512, GeneratedTokens: 8, QueueWait: 3 * time.Millisecond,
 		Prefill: 40 * time.Millisecond, Decode: 90 * time.Millisecond, TimeToFirst: 45 * time.Millisecond,
@@ -182,6 +183,8 @@ func TestRequestValidate(t *testing.T) {
 
 func FuzzDecodeInferRequest(f *testing.F) {
 	f.Add(sampleRequest().AppendBinary(nil, testNow))
+	f.Add(sampleExtRequest().AppendBinary(nil, testNow))
+	f.Add((&InferRequest{Sampling: Sampling{Logprobs: true}}).AppendBinary(nil, testNow))
 	f.Add((&InferRequest{}).AppendBinary(nil, testNow))
 	f.Add([]byte{1, 0, 0xff, 0xff, 0x03})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -207,6 +210,8 @@ func FuzzDecodeInferRequest(f *testing.F) {
 // decoder (piece, final, error, load).
 func FuzzDecodeReply(f *testing.F) {
 	f.Add(append([]byte{0}, (&InferPiece{Text: "hi", Tokens: 1}).AppendBinary(nil)...))
+	lp := samplePiece()
+	f.Add(append([]byte{0}, lp.AppendBinary(nil)...))
 	f.Add(append([]byte{1}, (&InferFinal{PromptTokens: 5, FinishReason: "stop"}).AppendBinary(nil)...))
 	f.Add(append([]byte{2}, (&InferError{Code: ErrBusy, RetryAfter: time.Second}).AppendBinary(nil)...))
 	f.Add(append([]byte{3}, (&Load{Peer: "\x00\x04abcd", Seq: 3, PrefillTokPerSec: 10}).AppendBinary(nil)...))
@@ -219,7 +224,7 @@ func FuzzDecodeReply(f *testing.F) {
 		case 0:
 			pc, err := DecodeInferPiece(p)
 			if err == nil {
-				if pc2, err := DecodeInferPiece(pc.AppendBinary(nil)); err != nil || pc2 != pc {
+				if pc2, err := DecodeInferPiece(pc.AppendBinary(nil)); err != nil || !reflect.DeepEqual(pc2, pc) {
 					t.Fatalf("piece round trip: %+v %+v %v", pc, pc2, err)
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/node/httpapi"
 	"github.com/meshllm/meshllm/p2p"
 	"github.com/meshllm/meshllm/testnet/mmlu"
 	"github.com/meshllm/meshllm/testnet/sse"
@@ -127,7 +128,7 @@ func runDemo(ctx context.Context, c *cli.Context, out io.Writer, n int, mmluDir 
 		if i > 0 {
 			pcfg.BootstrapPeers = []string{peers[0].host.Addrs()[0].String()}
 		}
-		hcfg := node.DefaultConfig()
+		hcfg := httpapi.DefaultConfig()
 		hcfg.ListenAddr = "127.0.0.1:0"
 		p, err := startPeer(ctx, eng, peerConfig{p2p: pcfg, http: hcfg, policy: node.DefaultPolicy()})
 		if err != nil {

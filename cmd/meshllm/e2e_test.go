@@ -13,7 +13,7 @@ import (
 
 	"github.com/meshllm/meshllm/infer"
 	"github.com/meshllm/meshllm/infer/llama"
-	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/node/httpapi"
 	"github.com/meshllm/meshllm/testnet/mmlu"
 	ollama "github.com/ollama/ollama/api"
 	"github.com/openai/openai-go/v3"
@@ -45,7 +45,7 @@ func startServer(t *testing.T) (string, *llama.Engine) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	srv, err := node.NewServer(node.DefaultConfig(), eng)
+	srv, err := httpapi.NewServer(httpapi.DefaultConfig(), eng)
 	if err != nil {
 		t.Fatal(err)
 	}

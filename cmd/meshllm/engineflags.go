@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshllm/meshllm/infer"
 	"github.com/meshllm/meshllm/infer/llama"
+	"github.com/meshllm/meshllm/node/httpapi"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 )
@@ -24,9 +25,13 @@ func engineFlags() []cli.Flag {
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "slots", Value: d.Slots, EnvVars: []string{"MESHLLM_SLOTS"},
 			Usage: "KV slots: requests decoded in parallel, and prefixes kept hot"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "ctx", EnvVars: []string{"MESHLLM_CTX"},
-			Usage: "context length per request (default: the model's, at most 4096)"}),
+			Usage: "context length per request (default: the model's trained context, as far as --kv-budget holds)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "kv-cells", EnvVars: []string{"MESHLLM_KV_CELLS"},
-			Usage: "KV cache size in tokens, shared by all slots (default: slots x ctx)"}),
+			Usage: "KV cache size in tokens, shared by all slots (default: slots x ctx within --kv-budget)"}),
+		altsrc.NewInt64Flag(&cli.Int64Flag{Name: "kv-budget", EnvVars: []string{"MESHLLM_KV_BUDGET"},
+			Usage: "bytes the default KV cache may take (default: 3/4 of available memory minus the model)"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "embed-model", EnvVars: []string{"MESHLLM_EMBED_MODEL"},
+			Usage: "GGUF file or Ollama store name of a model that serves /v1/embeddings and /api/embed (default: the served model)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch", Value: d.BatchSize, EnvVars: []string{"MESHLLM_BATCH"},
 			Usage: "most tokens per llama_decode"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "threads", Value: d.Threads, EnvVars: []string{"MESHLLM_THREADS"},
@@ -60,6 +65,7 @@ func engineConfig(c *cli.Context) (llama.Config, error) {
 	cfg.Slots = c.Int("slots")
 	cfg.ContextLength = c.Int("ctx")
 	cfg.KVCells = c.Int("kv-cells")
+	cfg.KVBudget = c.Int64("kv-budget")
 	cfg.BatchSize = c.Int("batch")
 	cfg.Threads = c.Int("threads")
 	cfg.GPULayers = c.Int("gpu-layers")
@@ -89,9 +95,42 @@ func loadWithProgress(cfg llama.Config) (*llama.Engine, error) {
 		return nil, err
 	}
 	info := e.Info()
-	ec := e.Config()
-	fmt.Fprintf(os.Stderr, "model %s (%s, %s, %d params) loaded in %s: %d slots, %d-token context, %d KV cells\n",
+	fmt.Fprintf(os.Stderr, "model %s (%s, %s, %d params) loaded in %s\n  %s\n",
 		info.Name, info.Architecture, info.Quantization, info.Parameters, time.Since(start).Round(time.Millisecond),
-		ec.Slots, info.ContextLength, ec.KVCells)
+		e.ContextPlan())
 	return e, nil
+}
+
+// loadEmbedder loads --embed-model when it is set; nil when it is not (the
+// served model's engine then computes embeddings itself).
+func loadEmbedder(c *cli.Context) (*llama.Embedder, error) {
+	ref := c.String("embed-model")
+	if ref == "" {
+		return nil, nil
+	}
+	m, err := infer.ResolveModel(ref, infer.DefaultStore())
+	if err != nil {
+		return nil, err
+	}
+	cfg := llama.DefaultConfig(m.Path)
+	cfg.Name = m.Name
+	cfg.Threads = c.Int("threads")
+	cfg.GPULayers = c.Int("gpu-layers")
+	e, err := llama.LoadEmbedder(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--embed-model: %w", err)
+	}
+	info := e.Info()
+	fmt.Fprintf(os.Stderr, "embedding model %s loaded: %d dimensions, inputs up to %d tokens\n",
+		info.Name, info.EmbeddingLength, info.EmbedContextLength)
+	return e, nil
+}
+
+// embeddingsOf is e as the API's Embeddings; nil (no --embed-model) stays
+// a nil interface, so the API falls back to the served model.
+func embeddingsOf(e *llama.Embedder) httpapi.Embeddings {
+	if e == nil {
+		return nil
+	}
+	return e
 }

@@ -115,6 +115,13 @@ func join(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer eng.Close()
+	emb, err := loadEmbedder(c)
+	if err != nil {
+		return err
+	}
+	if emb != nil {
+		defer emb.Close()
+	}
 	policy := node.DefaultPolicy()
 	if c.Bool("wan") {
 		policy = node.WANPolicy()
@@ -123,7 +130,7 @@ func join(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := startPeer(ctx, eng, peerConfig{p2p: p2pConfig(c), http: httpConfig(c), policy: policy, access: acc, events: os.Stderr})
+	p, err := startPeer(ctx, eng, peerConfig{p2p: p2pConfig(c), http: httpConfig(c), policy: policy, access: acc, events: os.Stderr, embed: embeddingsOf(emb)})
 	if err != nil {
 		return err
 	}

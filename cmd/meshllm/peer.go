@@ -19,9 +19,14 @@ import (
 	"github.com/meshllm/meshllm/infer"
 	"github.com/meshllm/meshllm/infer/llama"
 	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/node/dashboard"
+	"github.com/meshllm/meshllm/node/httpapi"
 	"github.com/meshllm/meshllm/p2p"
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// compile-time check: the mesh router is what the HTTP API serves with.
+var _ httpapi.Generator = (*node.Router)(nil)
 
 // meshPeer is a running mesh peer: engine (owned by the caller), libp2p host,
 // gossip, router, announcer and HTTP API. Many can run in one process.
@@ -45,10 +50,13 @@ func (p *meshPeer) close() error {
 // peerConfig is what startPeer needs besides the engine.
 type peerConfig struct {
 	p2p    p2p.Config
-	http   node.Config
+	http   httpapi.Config
 	policy node.Policy
 	access access
 	events io.Writer // peers joining and leaving are reported here; nil: nowhere
+	// embed serves the embedding endpoints (--embed-model); nil: the
+	// served model's engine does.
+	embed httpapi.Embeddings
 }
 
 // startPeer starts a mesh peer around eng and returns once its HTTP API
@@ -168,13 +176,14 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	snapsvc := p2p.NewSnapshotService(host.LibP2P(), snaps)
 	closers = append(closers, snapsvc.Close)
 
-	dash, err := node.NewDashboard(node.DashboardConfig{Router: router, Registry: reg,
-		HotPrefixes: node.HotPrefixes(eng, 8, prefixLabel(eng))})
+	dash, err := dashboard.New(dashboard.Config{Router: router, Registry: reg,
+		HotPrefixes: dashboard.HotPrefixes(eng, 8, prefixLabel(eng))})
 	if err != nil {
 		return fail(err)
 	}
-	srv, err := node.NewServer(hcfg, router, node.WithRegistry(reg), node.WithDashboard(dash),
-		node.WithRoute("GET /v1/mesh", router.MeshHandler()), node.WithLogger(slog.Default()))
+	srv, err := httpapi.NewServer(hcfg, router, httpapi.WithRegistry(reg), httpapi.WithDashboard(dash.Handler()),
+		httpapi.WithEmbeddings(pc.embed),
+		httpapi.WithRoute("GET /v1/mesh", router.MeshHandler()), httpapi.WithLogger(slog.Default()))
 	if err != nil {
 		return fail(err)
 	}

@@ -4,16 +4,17 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
-	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/node/httpapi"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 )
 
-// httpFlags configure the HTTP API (node.Config).
+// httpFlags configure the HTTP API (httpapi.Config).
 func httpFlags() []cli.Flag {
-	d := node.DefaultConfig()
+	d := httpapi.DefaultConfig()
 	return []cli.Flag{
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "listen", Value: d.ListenAddr, EnvVars: []string{"MESHLLM_LISTEN"},
 			Usage: "HTTP address of the OpenAI and Ollama APIs; loopback unless you also set --api-token"}),
@@ -23,15 +24,23 @@ func httpFlags() []cli.Flag {
 			Usage: "largest max_tokens a request may ask (default: the context length)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "request-timeout", Value: d.RequestTimeout, EnvVars: []string{"MESHLLM_REQUEST_TIMEOUT"},
 			Usage: "longest one request may take, queueing included"}),
+		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-origins", EnvVars: []string{"MESHLLM_ORIGINS"},
+			Usage: "browser origins, besides localhost's and desktop apps', whose web apps may call the API " +
+				"(repeatable or comma-separated; e.g. http://192.168.1.5:3000, chrome-extension://ID, https://*.example.com; * for any)"}),
 	}
 }
 
-func httpConfig(c *cli.Context) node.Config {
-	cfg := node.DefaultConfig()
+func httpConfig(c *cli.Context) httpapi.Config {
+	cfg := httpapi.DefaultConfig()
 	cfg.ListenAddr = c.String("listen")
 	cfg.APIToken = c.String("api-token")
 	cfg.MaxTokensLimit = c.Int("max-tokens-limit")
 	cfg.RequestTimeout = c.Duration("request-timeout")
+	for _, o := range c.StringSlice("allowed-origins") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
+		}
+	}
 	return cfg
 }
 
@@ -48,7 +57,14 @@ func serveCommand() *cli.Command {
 				return err
 			}
 			defer eng.Close()
-			srv, err := node.NewServer(httpConfig(c), eng)
+			emb, err := loadEmbedder(c)
+			if err != nil {
+				return err
+			}
+			if emb != nil {
+				defer emb.Close()
+			}
+			srv, err := httpapi.NewServer(httpConfig(c), eng, httpapi.WithEmbeddings(embeddingsOf(emb)))
 			if err != nil {
 				return err
 			}

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/node/httpapi"
 	"github.com/urfave/cli/v2"
 )
 
 // statusFlags select the peer to ask.
 func statusFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "api", Value: "http://" + node.DefaultConfig().ListenAddr, EnvVars: []string{"MESHLLM_API"},
+		&cli.StringFlag{Name: "api", Value: "http://" + httpapi.DefaultConfig().ListenAddr, EnvVars: []string{"MESHLLM_API"},
 			Usage: "HTTP address of the peer to ask"},
 		&cli.StringFlag{Name: "api-token", EnvVars: []string{"MESHLLM_API_TOKEN"}, Usage: "bearer token, if the peer requires one"},
 		&cli.BoolFlag{Name: "json", Usage: "print the raw /v1/mesh JSON"},

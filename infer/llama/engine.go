@@ -21,7 +21,7 @@ type Engine struct {
 	cfg   Config
 	info  infer.ModelInfo
 	meta  infer.ModelMeta
-	tmpl  infer.ChatTemplate
+	chat  *infer.ChatFormat
 	model *llama.Model
 	lctx  *llama.Context
 
@@ -34,6 +34,8 @@ type Engine struct {
 	wake    chan struct{} // cap 1: work arrived or a job was cancelled
 	done    chan struct{} // closed when the loop exits
 	stopped chan struct{} // closed by Close
+
+	emb embedSlot // the embedding context, created by the first Embed (embed.go)
 }
 
 // initOnce guards llama.cpp's process-wide backend initialisation.
@@ -49,7 +51,7 @@ func Load(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s is not a readable GGUF model: %v", infer.ErrUnknownModel, cfg.Model, err)
 	}
-	cfg = cfg.withDefaults(infer.ModelInfo{TrainContextLength: meta.ContextLength})
+	cfg = cfg.withDefaults(meta, st.Size())
 	if cfg.Name == "" {
 		cfg.Name = strings.TrimSuffix(filepath.Base(cfg.Model), filepath.Ext(cfg.Model))
 	}
@@ -93,11 +95,15 @@ func Load(cfg Config) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("%w: %v", infer.ErrEngine, err)
 	}
-	tmpl := infer.DetectChatTemplate(meta.ChatTemplate)
+	chat := infer.NewChatFormat(meta.ChatTemplate, infer.ChatFormatOptions{
+		BOS:    specialText(model, meta.BOS),
+		EOS:    specialText(model, meta.EOS),
+		AddBOS: model.AddBOSToken(),
+	})
 	e := &Engine{
 		cfg:  cfg,
 		meta: meta,
-		tmpl: tmpl,
+		chat: chat,
 		info: infer.ModelInfo{
 			Name:               cfg.Name,
 			ID:                 cfg.ID,
@@ -107,7 +113,10 @@ func Load(cfg Config) (*Engine, error) {
 			ContextLength:      min(cfg.ContextLength, cfg.KVCells),
 			TrainContextLength: meta.ContextLength,
 			VocabSize:          model.NumVocab(),
-			Template:           string(tmpl),
+			EmbeddingLength:    model.NEmbd(),
+			EmbedContextLength: cfg.EmbedContextLength,
+			Template:           string(chat.Family()),
+			ToolFormat:         string(chat.ToolFormat()),
 			Quantization:       meta.FileType,
 			SizeBytes:          st.Size(),
 			ModifiedAt:         st.ModTime(),
@@ -148,9 +157,24 @@ func (e *Engine) Tokenize(text string) ([]int32, error) {
 	return out, nil
 }
 
-// Render implements infer.Engine.
-func (e *Engine) Render(messages []infer.Message) (string, error) {
-	return e.tmpl.Render(messages)
+// Render implements infer.Engine with the model's chat format: the
+// template family for plain chats, the model's own Jinja chat template (or
+// the generic tool format) for chats with tools.
+func (e *Engine) Render(messages []infer.Message, tools []infer.Tool) (string, error) {
+	return e.chat.Render(messages, tools)
+}
+
+// ChatFormat is the model's chat format (why its template is or is not
+// used for tools: ChatFormat().JinjaError()).
+func (e *Engine) ChatFormat() *infer.ChatFormat { return e.chat }
+
+// specialText is the text of a special token (bos_token, eos_token), or ""
+// for none.
+func specialText(model *llama.Model, id int32) string {
+	if id < 0 || int(id) >= model.NumVocab() {
+		return ""
+	}
+	return model.TokenToPiece(int(id))
 }
 
 // CachedPrefix implements infer.Engine.
@@ -189,6 +213,7 @@ func (e *Engine) Close() error {
 	close(e.stopped)
 	e.mu.Unlock()
 	<-e.done
+	e.emb.close()
 	llama.FreeModel(e.model)
 	return nil
 }

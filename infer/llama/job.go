@@ -18,6 +18,12 @@ type job struct {
 	start    time.Time
 	notify   chan struct{} // cap 1: outbox changed
 	finished chan struct{} // closed when the loop is done with the job
+	// grammar is the GBNF of req.Sampling.Constraint ("" without one),
+	// built by newJob on the caller's goroutine, not the loop's; prepErr
+	// is why it could not be (an infer.ErrBadRequest), and the loop fails
+	// the job with it instead of serving it.
+	grammar string
+	prepErr error
 
 	mu     sync.Mutex
 	outbox []infer.Piece
@@ -27,7 +33,11 @@ type job struct {
 }
 
 func newJob(ctx context.Context, req infer.Request, now time.Time) *job {
-	return &job{ctx: ctx, req: req, start: now, notify: make(chan struct{}, 1), finished: make(chan struct{})}
+	j := &job{ctx: ctx, req: req, start: now, notify: make(chan struct{}, 1), finished: make(chan struct{})}
+	if c := req.Sampling.Constraint; c != nil {
+		j.grammar, j.prepErr = constraintGrammar(c)
+	}
+	return j
 }
 
 func (j *job) push(p infer.Piece) {

@@ -20,7 +20,10 @@ type seq struct {
 	stop      *infer.StopMatcher
 	maxTokens int
 	held      int // generated tokens not yet accounted in an emitted piece
-	logitIdx  int // batch index whose logits to sample this step; -1 if none
+	logprobs  bool
+	top       int                  // alternatives per token when logprobs
+	heldLP    []infer.TokenLogprob // logprobs of the held tokens, when logprobs
+	logitIdx  int                  // batch index whose logits to sample this step; -1 if none
 	fed       []int32
 	admitted  time.Time
 	firstTok  time.Time
@@ -68,6 +71,11 @@ func (e *Engine) admit(running []*seq) []*seq {
 			j.finish(nil, err)
 			continue
 		}
+		if j.prepErr != nil {
+			e.queue = e.queue[1:]
+			j.finish(nil, j.prepErr)
+			continue
+		}
 		maxTokens := j.req.Sampling.MaxTokens
 		room := e.info.ContextLength - len(j.req.Prompt)
 		if maxTokens <= 0 || maxTokens > room {
@@ -79,13 +87,14 @@ func (e *Engine) admit(running []*seq) []*seq {
 			break
 		}
 		e.queue = e.queue[1:]
-		sampler, err := llama.NewSamplingContext(e.model, samplingParams(j.req.Sampling))
+		sampler, err := llama.NewSamplingContext(e.model, samplingParams(j.req.Sampling, j.grammar, e.info.ContextLength))
 		if err != nil {
 			e.slots.Release(slot, now.UnixNano())
 			j.finish(nil, fmt.Errorf("%w: %v", infer.ErrEngine, err))
 			continue
 		}
-		// Teach the sampler the prompt so repeat penalties see it.
+		// Teach the sampler the prompt so repeat penalties see it; not its
+		// grammar (applyGrammar false), which constrains the reply only.
 		for _, t := range j.req.Prompt {
 			sampler.Accept(int(t), false)
 		}
@@ -98,6 +107,8 @@ func (e *Engine) admit(running []*seq) []*seq {
 			sampler:   sampler,
 			stop:      infer.NewStopMatcher(j.req.Sampling.Stop),
 			maxTokens: maxTokens,
+			logprobs:  j.req.Sampling.Logprobs,
+			top:       j.req.Sampling.TopLogprobs,
 			admitted:  now,
 		}
 		s.res = infer.Result{
@@ -201,8 +212,19 @@ func (e *Engine) step(batch *llama.Batch, running []*seq) []*seq {
 
 // sample draws the next token of s and reports whether s finished.
 func (e *Engine) sample(s *seq, now time.Time) bool {
+	var logits []float32
+	if s.logprobs {
+		// The model's distribution, before penalties, grammar and
+		// truncation; the copy (vocabulary-sized) is made only when asked.
+		if logits = e.lctx.GetLogitsIth(s.logitIdx); len(logits) != e.info.VocabSize {
+			e.end(s, nil, fmt.Errorf("%w: no logits at batch index %d", infer.ErrEngine, s.logitIdx), false)
+			return true
+		}
+	}
 	tok := s.sampler.Sample(e.lctx, s.logitIdx)
-	s.sampler.Accept(tok, false)
+	if s.logprobs {
+		s.heldLP = append(s.heldLP, e.tokenLogprob(logits, tok, s.top))
+	}
 	if s.res.GeneratedTokens == 0 {
 		s.firstTok = now
 		s.res.PrefillDuration = now.Sub(s.admitted)
@@ -211,14 +233,19 @@ func (e *Engine) sample(s *seq, now time.Time) bool {
 	s.res.GeneratedTokens++
 	s.held++
 	if e.model.TokenIsEog(tok) {
+		// Not accepted: the sequence ends here. (A grammar lets the
+		// sampler pick end-of-generation only once it is complete.)
 		s.res.FinishReason = infer.FinishStop
 		e.end(s, &s.res, nil, false)
 		return true
 	}
+	// Accept advances the penalties' history and the grammar: the sampled
+	// token is one the grammar allowed, as it is the first sampler of the
+	// chain that chose it.
+	s.sampler.Accept(tok, true)
 	out, stopped := s.stop.Push(e.model.TokenToPiece(tok))
 	if out != "" {
-		s.job.push(infer.Piece{Text: out, Tokens: s.held})
-		s.held = 0
+		s.job.push(s.piece(out))
 	}
 	switch {
 	case stopped:
@@ -237,9 +264,12 @@ func (e *Engine) sample(s *seq, now time.Time) bool {
 // flushes held-back text and hands the outcome to the caller.
 func (e *Engine) end(s *seq, res *infer.Result, err error, drop bool) {
 	now := time.Now()
+	// The binding exposes no way to free a sampler (common_sampler_cfree
+	// runs from its finalizer only): drop the reference so the next GC can.
+	s.sampler = nil
 	if res != nil {
 		if rest := s.stop.Flush(); rest != "" || s.held > 0 {
-			s.job.push(infer.Piece{Text: rest, Tokens: s.held})
+			s.job.push(s.piece(rest))
 		}
 		if !s.firstTok.IsZero() {
 			res.DecodeDuration = now.Sub(s.firstTok)
@@ -274,8 +304,23 @@ func (e *Engine) failAll(running []*seq, err error) {
 	}
 }
 
-// samplingParams maps request parameters to llama.cpp's common sampler.
-func samplingParams(s infer.Sampling) llama.SamplingParams {
+// piece returns a piece of text accounting for the held tokens (and their
+// logprobs), which it resets.
+func (s *seq) piece(text string) infer.Piece {
+	p := infer.Piece{Text: text, Tokens: s.held, Logprobs: s.heldLP}
+	s.held, s.heldLP = 0, nil
+	return p
+}
+
+// defaultRepeatLastN is the penalty window when a request sets none
+// (llama.cpp's and Ollama's default).
+const defaultRepeatLastN = 64
+
+// samplingParams maps request parameters to llama.cpp's common sampler;
+// grammar is the GBNF of the request's constraint ("" for none) and
+// contextLength the served context, which bounds the penalty window
+// (llama.cpp allocates a ring buffer of that many tokens).
+func samplingParams(s infer.Sampling, grammar string, contextLength int) llama.SamplingParams {
 	p := llama.SamplingParams{
 		TopK:           s.TopK,
 		TopP:           s.TopP,
@@ -284,9 +329,10 @@ func samplingParams(s infer.Sampling) llama.SamplingParams {
 		Temp:           s.Temperature,
 		RepeatLastN:    s.RepeatLastN,
 		PenaltyRepeat:  s.RepeatPenalty,
-		PenaltyFreq:    0,
-		PenaltyPresent: 0,
+		PenaltyFreq:    s.FrequencyPenalty,
+		PenaltyPresent: s.PresencePenalty,
 		Seed:           uint32(s.Seed),
+		Grammar:        grammar,
 	}
 	if p.Temp < 0 {
 		p.Temp = 0.8 // unset: llama.cpp's and Ollama's default
@@ -297,9 +343,13 @@ func samplingParams(s infer.Sampling) llama.SamplingParams {
 	if p.PenaltyRepeat <= 0 {
 		p.PenaltyRepeat = 1
 	}
-	if p.RepeatLastN == 0 {
-		p.RepeatLastN = 64
+	switch p.RepeatLastN {
+	case -1:
+		p.RepeatLastN = contextLength
+	case 0:
+		p.RepeatLastN = defaultRepeatLastN
 	}
+	p.RepeatLastN = max(0, min(p.RepeatLastN, contextLength))
 	if s.Seed < 0 {
 		p.Seed = 0xFFFFFFFF // LLAMA_DEFAULT_SEED: a random seed
 	}

@@ -78,6 +78,7 @@ func NewWithOptions(p Profile, opts Options) (*Engine, error) {
 			TrainContextLength: p.ContextLength,
 			VocabSize:          p.VocabSize,
 			Template:           string(infer.TemplatePlain),
+			ToolFormat:         string(infer.ToolFormatGeneric),
 			Quantization:       "sim",
 		},
 		tok:       NewTokenizer(p.VocabSize),
@@ -97,9 +98,11 @@ func (e *Engine) Info() infer.ModelInfo { return e.info }
 // Tokenize implements infer.Engine.
 func (e *Engine) Tokenize(text string) ([]int32, error) { return e.tok.Encode(text), nil }
 
-// Render implements infer.Engine with the plain template.
-func (e *Engine) Render(messages []infer.Message) (string, error) {
-	return infer.TemplatePlain.Render(messages)
+// Render implements infer.Engine with the plain template, and the
+// generic tool format when tools are given.
+func (e *Engine) Render(messages []infer.Message, tools []infer.Tool) (string, error) {
+	// A plain format costs nothing to build: no template to compile.
+	return infer.NewChatFormat("", infer.ChatFormatOptions{}).Render(messages, tools)
 }
 
 // CachedPrefix implements infer.Engine.

@@ -311,9 +311,14 @@ func TestTokenizer(t *testing.T) {
 
 func TestTokenizeAndRender(t *testing.T) {
 	e := newEngine(t, testProfile())
-	text, err := e.Render([]infer.Message{{Role: "user", Content: "Question: 2+2?\nAnswer:"}})
+	text, err := e.Render([]infer.Message{{Role: "user", Content: "Question: 2+2?\nAnswer:"}}, nil)
 	if err != nil || text != "Question: 2+2?\nAnswer:" {
 		t.Fatalf("render %q %v", text, err)
+	}
+	tools := []infer.Tool{{Name: "add"}}
+	withTools, err := e.Render([]infer.Message{{Role: "user", Content: "2+2?"}}, tools)
+	if err != nil || withTools != infer.GenericToolPrompt(tools)+"\n\n2+2?" || e.Info().ToolFormat != string(infer.ToolFormatGeneric) {
+		t.Fatalf("render with tools %q %v", withTools, err)
 	}
 	toks, _ := e.Tokenize(text)
 	if len(toks) != 10 {

@@ -107,10 +107,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // served locally) must appear, a request made while the page is open must
 // arrive live, and no script may throw.
 func TestDashboardInBrowser(t *testing.T) {
-	exe, ok := chromium()
-	if !ok {
-		t.Skip("no Chromium on PATH; run scripts/install-chromium.sh (Debian: apt-get install -y chromium) to run the dashboard's browser test")
-	}
+	exe := requireChromium(t)
 	ctx := t.Context()
 	b := newBus()
 	b.link("A", "B", 3*time.Millisecond)

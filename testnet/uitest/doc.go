@@ -1,8 +1,8 @@
-// Package uitest checks the dashboard (node.Dashboard) in a real browser:
+// Package uitest checks the dashboard (node/dashboard) in a real browser:
 // a live three-peer mesh runs in process — node.Routers over infer/sim
 // engines, gossiping digests and loads over an in-memory bus and
 // forwarding requests to each other's ServeForwarded, each behind its own
-// node.Server — and headless Chromium, driven over the DevTools protocol
+// httpapi.Server — and headless Chromium, driven over the DevTools protocol
 // by github.com/chromedp/chromedp, loads one peer's page and checks that
 // the peers and the routing decisions appear, then saves a screenshot.
 //

@@ -13,6 +13,8 @@ import (
 	"github.com/meshllm/meshllm/infer"
 	"github.com/meshllm/meshllm/infer/sim"
 	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/node/dashboard"
+	"github.com/meshllm/meshllm/node/httpapi"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -33,7 +35,7 @@ type peer struct {
 	eng    *sim.Engine
 	router *node.Router
 	ann    *node.Announce
-	dash   *node.Dashboard
+	dash   *dashboard.Dashboard
 	url    string // the API's base URL
 }
 
@@ -139,12 +141,12 @@ func (b *bus) add(t *testing.T, ctx context.Context, id node.PeerID, label func(
 		Speeds: speeds, Policy: policy, Interval: 200 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	if p.dash, err = node.NewDashboard(node.DashboardConfig{Router: p.router, Registry: reg,
-		HotPrefixes: node.HotPrefixes(eng, 5, label), Interval: 250 * time.Millisecond}); err != nil {
+	if p.dash, err = dashboard.New(dashboard.Config{Router: p.router, Registry: reg,
+		HotPrefixes: dashboard.HotPrefixes(eng, 5, label), Interval: 250 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := node.NewServer(node.DefaultConfig(), p.router, node.WithRegistry(reg), node.WithDashboard(p.dash),
-		node.WithRoute("GET /v1/mesh", p.router.MeshHandler()), node.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := httpapi.NewServer(httpapi.DefaultConfig(), p.router, httpapi.WithRegistry(reg), httpapi.WithDashboard(p.dash.Handler()),
+		httpapi.WithRoute("GET /v1/mesh", p.router.MeshHandler()), httpapi.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

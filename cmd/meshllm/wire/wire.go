@@ -45,14 +45,14 @@ func (f Forwarder) Forward(ctx context.Context, to node.PeerID, req infer.Reques
 	wr := &p2p.InferRequest{
 		ModelID:         f.Model,
 		Prompt:          req.Prompt,
-		Sampling:        p2p.Sampling(req.Sampling), // field for field the same
-		EstimatedCached: estimatedCached,            // Hops stays 0: the client marks it forwarded
+		Sampling:        SamplingToWire(req.Sampling),
+		EstimatedCached: estimatedCached, // Hops stays 0: the client marks it forwarded
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		wr.Deadline = dl
 	}
 	fin, err := f.Client.Infer(ctx, pid, wr, func(p p2p.InferPiece) error {
-		return emit(infer.Piece{Text: p.Text, Tokens: p.Tokens})
+		return emit(PieceFromWire(p))
 	})
 	if err != nil {
 		return nil, ToInferError(err)
@@ -120,9 +120,9 @@ func ServeForwarded(r *node.Router, modelID string) p2p.InferHandler {
 		if req.ModelID != modelID {
 			return nil, &p2p.InferError{Code: p2p.ErrUnknownModel, Message: "this peer serves model " + modelID}
 		}
-		ir := infer.Request{Prompt: req.Prompt, Sampling: infer.Sampling(req.Sampling)}
+		ir := infer.Request{Prompt: req.Prompt, Sampling: SamplingFromWire(req.Sampling)}
 		res, err := r.ServeForwarded(ctx, ir, func(p infer.Piece) error {
-			return send(p2p.InferPiece{Text: p.Text, Tokens: p.Tokens})
+			return send(PieceToWire(p))
 		})
 		if err != nil {
 			return nil, FromInferError(err)
