@@ -136,6 +136,13 @@ func (f *ChatFormat) Render(messages []Message, tools []Tool) (string, error) {
 	if err := validateToolMessages(messages); err != nil {
 		return "", err
 	}
+	size := 0
+	for _, t := range tools {
+		size += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	if size > MaxPromptBytes {
+		return "", BadRequestf("the tools hold %d bytes, at most %d", size, MaxPromptBytes)
+	}
 	if f.tmpl != nil {
 		return f.renderJinja(f.tmpl, f.tools, messages, tools)
 	}

@@ -258,3 +258,34 @@ func TestMistralCallIDs(t *testing.T) {
 		t.Errorf("IDs not mapped alike: %s", got)
 	}
 }
+
+// TestChatFormatConcurrent renders with one ChatFormat from many
+// goroutines (run with -race).
+func TestChatFormatConcurrent(t *testing.T) {
+	f := realFormat(t, "qwen3")
+	want, err := f.Render(parallelChat, []Tool{weatherTool, timeTool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 20 {
+				got, err := f.Render(parallelChat, []Tool{weatherTool, timeTool})
+				if err == nil && got != want {
+					err = errors.New("renders differ")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -11,9 +11,10 @@ import (
 // llm_chat_apply_template: the Jinja text of tokenizer.chat_template is not
 // executed, it is recognised by marker strings, and the family is rendered
 // in Go. That covers the templates of the common model families exactly for
-// plain text messages (no tools, no images), and it cannot run code a model
-// file ships. Families llama.cpp knows but this package does not render fall
-// back to TemplatePlain, as does a model without a template.
+// plain text messages (no tools, no images). Families llama.cpp knows but
+// this package does not render fall back to TemplatePlain, as does a model
+// without a template. Chats with tools render with the model's own Jinja
+// template instead, where it handles them: see ChatFormat.
 //
 // The BOS token is not part of a rendered prompt: the tokenizer adds it.
 type ChatTemplate string

@@ -209,6 +209,13 @@ func warm(t *testing.T, p *proc, prompt string, all ...*proc) *proc {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return lastServedBy(t, p, all...)
+}
+
+// lastServedBy is the peer that served p's latest request (p itself when
+// it served it, or when the server is not among all).
+func lastServedBy(t *testing.T, p *proc, all ...*proc) *proc {
+	t.Helper()
 	var st struct {
 		Recent []struct {
 			ServedBy string `json:"served_by"`

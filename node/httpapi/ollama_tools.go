@@ -50,12 +50,14 @@ func (s *Server) ollamaTools(model string, in []ollamaTool) ([]infer.Tool, *apiE
 
 // ollamaToolConstraint is the constraint tools need without a format: nil,
 // except for models in the generic format, whose reply must be the JSON
-// object that either calls a tool or answers (infer's "auto" choice).
+// object that either calls one tool or answers (infer's "auto" choice,
+// one call: a grammar that allows a list lets small models repeat calls
+// until num_predict cuts them).
 func (s *Server) ollamaToolConstraint(tools []infer.Tool) (*infer.Constraint, *apiError) {
 	if len(tools) == 0 {
 		return nil, nil
 	}
-	c, err := s.toolFormat().Constraint(tools, infer.ToolChoice{Mode: infer.ToolChoiceAuto})
+	c, err := s.toolFormat().Constraint(tools, infer.ToolChoice{Mode: infer.ToolChoiceAuto, Single: true})
 	if err != nil {
 		return nil, badRequest("tools", "%s", trimBadRequest(err))
 	}

@@ -63,6 +63,10 @@ func (s *Server) chatToolPlan(req *chatRequest, sampling *infer.Sampling) (*tool
 	if !format.Known() {
 		return nil, badRequest("tools", "%s does not support tool calls", s.gen.Info().Name)
 	}
+	// A reply the grammar writes holds one call unless the client asked
+	// for parallel calls outright (llama.cpp's server does the same):
+	// small models otherwise repeat calls until max_tokens cuts them.
+	choice.Single = req.ParallelToolCalls == nil || !*req.ParallelToolCalls
 	c, err := format.Constraint(tools, choice)
 	if err != nil {
 		return nil, badRequest("tool_choice", "%s", strings.TrimPrefix(err.Error(), infer.ErrBadRequest.Error()+": "))

@@ -22,7 +22,7 @@ type chatRequest struct {
 	TopLogprobs       *int            `json:"top_logprobs"`
 	Tools             []chatTool      `json:"tools"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"` // accepted: replies may hold several calls either way
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"` // false: one call a reply; unset: one call when a grammar writes it (see chatToolPlan)
 	ResponseFormat    *responseFormat `json:"response_format"`
 	chatRefused
 	openAIIgnored
