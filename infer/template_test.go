@@ -1,9 +1,9 @@
 package infer
 
 import (
+	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -101,9 +101,9 @@ func TestRenderErrors(t *testing.T) {
 	}
 }
 
-// TestDetectRealTemplates detects the Jinja chat templates of real models
-// (testdata/chat_templates, from Ollama's template index: the file name is
-// Ollama's name for the template, then a counter).
+// TestDetectRealTemplates detects the Jinja chat templates of real models,
+// read from Ollama's template index in the module cache (not copied here):
+// each is named by Ollama's name for it, then a counter.
 func TestDetectRealTemplates(t *testing.T) {
 	want := map[string]ChatTemplate{
 		"alfred-1":                 TemplatePlain,
@@ -144,22 +144,23 @@ func TestDetectRealTemplates(t *testing.T) {
 		"zephyr-1":                 TemplateGLMEdge, // eos_token, not <|endoftext|>: llama.cpp says glmedge too
 		"zephyr-2":                 TemplateGLMEdge,
 	}
-	files, err := filepath.Glob("testdata/chat_templates/*.jinja")
-	if err != nil || len(files) != len(want) {
-		t.Fatalf("found %d templates, want %d (%v)", len(files), len(want), err)
+	var index []struct{ Name, Template string }
+	if err := json.Unmarshal([]byte(realTemplate(t, modOllama, "template/index.json")), &index); err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".jinja")
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	if len(index) != len(want) {
+		t.Fatalf("found %d templates, want %d", len(index), len(want))
+	}
+	seen := map[string]int{}
+	for _, e := range index {
+		seen[e.Name]++
+		name := fmt.Sprintf("%s-%d", e.Name, seen[e.Name])
 		w, ok := want[name]
 		if !ok {
 			t.Errorf("%s: no expectation", name)
 			continue
 		}
-		if got := DetectChatTemplate(string(b)); got != w {
+		if got := DetectChatTemplate(e.Template); got != w {
 			t.Errorf("%s: detected %s, want %s", name, got, w)
 		}
 	}

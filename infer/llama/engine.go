@@ -214,6 +214,11 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	<-e.done
 	e.emb.close()
+	// The binding has no way to free a context; the loop has exited, so
+	// nothing uses this one any more.
+	if p, err := contextPtr(e.lctx); err == nil {
+		freeContext(p)
+	}
 	llama.FreeModel(e.model)
 	return nil
 }

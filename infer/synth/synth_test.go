@@ -45,6 +45,9 @@ func TestWriteTinyReadBack(t *testing.T) {
 		Name: "synthetic tiny", Architecture: "llama", ContextLength: 2048, VocabSize: 512,
 		Parameters: s.Parameters(), FileType: "F16", TokenizerModel: "llama", BOS: 1, EOS: 2, AddBOS: true,
 		EmbeddingLength: 64, BlockCount: 2, HeadCount: 4, HeadCountKV: 2, FeedForwardLength: 192,
+		// Not in the file: derived as llama.cpp does (head width), and -1
+		// for "no pooling type given".
+		KeyLength: 16, ValueLength: 16, RopeDimensions: 16, PoolingType: -1,
 		Tensors: 2 + 9*2 + 1,
 	}
 	if m != want {
