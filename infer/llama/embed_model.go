@@ -3,9 +3,6 @@ package llama
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/meshllm/meshllm/infer"
@@ -31,70 +28,33 @@ type Embedder struct {
 // Progress; the generation fields (Slots, ContextLength, KVCells, ...) are
 // ignored.
 func LoadEmbedder(cfg Config) (*Embedder, error) {
-	st, err := os.Stat(cfg.Model)
+	f, err := openModel(cfg.Model)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", infer.ErrUnknownModel, err)
+		return nil, err
 	}
-	meta, err := infer.ReadModelMeta(cfg.Model)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s is not a readable GGUF model: %v", infer.ErrUnknownModel, cfg.Model, err)
-	}
-	if cfg.Name == "" {
-		cfg.Name = strings.TrimSuffix(filepath.Base(cfg.Model), filepath.Ext(cfg.Model))
-	}
-	if cfg.ID == "" {
-		if cfg.ID, err = infer.ModelID(cfg.Model); err != nil {
-			return nil, err
-		}
+	meta := f.meta
+	if err := f.nameAndID(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Threads <= 0 {
 		cfg.Threads = DefaultConfig(cfg.Model).Threads
 	}
 	cfg.EmbedContextLength = embedContextLength(cfg.EmbedContextLength, meta)
-	initOnce.Do(llama.BackendInit)
-
-	gpuLayers := cfg.GPULayers
-	if gpuLayers < 0 {
-		gpuLayers = 0
-		if len(llama.EnumerateGPUs()) > 0 {
-			gpuLayers = meta.BlockCount + 1
-		}
-	}
-	progress := cfg.Progress
-	if progress == nil {
-		progress = func(float32) {}
-	}
-	model, err := llama.LoadModelFromFile(cfg.Model, llama.ModelParams{
-		NumGpuLayers: gpuLayers,
-		UseMmap:      true,
-		Progress:     progress,
-	})
+	model, err := f.loadWeights(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: loading %s: %v", infer.ErrEngine, cfg.Model, err)
+		return nil, err
 	}
 	r, err := newEmbedRunner(model, meta, cfg)
 	if err != nil {
 		llama.FreeModel(model)
 		return nil, err
 	}
+	info := f.info(cfg, model)
+	info.ContextLength = cfg.EmbedContextLength
 	return &Embedder{
 		model: model,
 		r:     r,
-		info: infer.ModelInfo{
-			Name:               cfg.Name,
-			ID:                 cfg.ID,
-			Path:               cfg.Model,
-			Architecture:       meta.Architecture,
-			Parameters:         meta.Parameters,
-			ContextLength:      cfg.EmbedContextLength,
-			TrainContextLength: meta.ContextLength,
-			VocabSize:          model.NumVocab(),
-			EmbeddingLength:    model.NEmbd(),
-			EmbedContextLength: cfg.EmbedContextLength,
-			Quantization:       meta.FileType,
-			SizeBytes:          st.Size(),
-			ModifiedAt:         st.ModTime(),
-		},
+		info:  info,
 	}, nil
 }
 

@@ -3,8 +3,6 @@ package llama
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +34,9 @@ type Engine struct {
 	stopped chan struct{} // closed by Close
 
 	emb embedSlot // the embedding context, created by the first Embed (embed.go)
+
+	vocabOnce sync.Once // builds vocab, for grammar guards (grammar_guard.go)
+	vocab     *vocabTables
 }
 
 // initOnce guards llama.cpp's process-wide backend initialisation.
@@ -43,43 +44,18 @@ var initOnce sync.Once
 
 // Load loads the model in cfg.Model and starts the engine's loop.
 func Load(cfg Config) (*Engine, error) {
-	st, err := os.Stat(cfg.Model)
+	f, err := openModel(cfg.Model)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", infer.ErrUnknownModel, err)
+		return nil, err
 	}
-	meta, err := infer.ReadModelMeta(cfg.Model)
+	meta := f.meta
+	cfg = cfg.withDefaults(meta, f.st.Size())
+	if err := f.nameAndID(&cfg); err != nil {
+		return nil, err
+	}
+	model, err := f.loadWeights(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s is not a readable GGUF model: %v", infer.ErrUnknownModel, cfg.Model, err)
-	}
-	cfg = cfg.withDefaults(meta, st.Size())
-	if cfg.Name == "" {
-		cfg.Name = strings.TrimSuffix(filepath.Base(cfg.Model), filepath.Ext(cfg.Model))
-	}
-	if cfg.ID == "" {
-		if cfg.ID, err = infer.ModelID(cfg.Model); err != nil {
-			return nil, err
-		}
-	}
-	initOnce.Do(llama.BackendInit)
-
-	gpuLayers := cfg.GPULayers
-	if gpuLayers < 0 {
-		gpuLayers = 0
-		if len(llama.EnumerateGPUs()) > 0 {
-			gpuLayers = meta.BlockCount + 1
-		}
-	}
-	progress := cfg.Progress
-	if progress == nil {
-		progress = func(float32) {} // silences llama.cpp's own progress dots
-	}
-	model, err := llama.LoadModelFromFile(cfg.Model, llama.ModelParams{
-		NumGpuLayers: gpuLayers,
-		UseMmap:      true,
-		Progress:     progress,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: loading %s: %v", infer.ErrEngine, cfg.Model, err)
+		return nil, err
 	}
 	fa := ml.FlashAttentionDisabled
 	if cfg.FlashAttention {
@@ -100,27 +76,15 @@ func Load(cfg Config) (*Engine, error) {
 		EOS:    specialText(model, meta.EOS),
 		AddBOS: model.AddBOSToken(),
 	})
+	info := f.info(cfg, model)
+	info.ContextLength = min(cfg.ContextLength, cfg.KVCells)
+	info.Template = string(chat.Family())
+	info.ToolFormat = string(chat.ToolFormat())
 	e := &Engine{
-		cfg:  cfg,
-		meta: meta,
-		chat: chat,
-		info: infer.ModelInfo{
-			Name:               cfg.Name,
-			ID:                 cfg.ID,
-			Path:               cfg.Model,
-			Architecture:       meta.Architecture,
-			Parameters:         meta.Parameters,
-			ContextLength:      min(cfg.ContextLength, cfg.KVCells),
-			TrainContextLength: meta.ContextLength,
-			VocabSize:          model.NumVocab(),
-			EmbeddingLength:    model.NEmbd(),
-			EmbedContextLength: cfg.EmbedContextLength,
-			Template:           string(chat.Family()),
-			ToolFormat:         string(chat.ToolFormat()),
-			Quantization:       meta.FileType,
-			SizeBytes:          st.Size(),
-			ModifiedAt:         st.ModTime(),
-		},
+		cfg:     cfg,
+		meta:    meta,
+		chat:    chat,
+		info:    info,
 		model:   model,
 		lctx:    lctx,
 		slots:   infer.NewSlots(cfg.Slots, cfg.KVCells, kvAdapter{lctx}),

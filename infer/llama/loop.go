@@ -17,6 +17,7 @@ type seq struct {
 	pos       int   // KV position of the next token fed
 	pending   int32 // sampled token to feed next step
 	sampler   *llama.SamplingContext
+	guard     *grammarGuard // the constraint's grammar, mirrored; nil without one
 	stop      *infer.StopMatcher
 	maxTokens int
 	held      int // generated tokens not yet accounted in an emitted piece
@@ -93,6 +94,18 @@ func (e *Engine) admit(running []*seq) []*seq {
 			j.finish(nil, fmt.Errorf("%w: %v", infer.ErrEngine, err))
 			continue
 		}
+		var guard *grammarGuard
+		if j.grammar != "" {
+			if guard, err = e.newGrammarGuard(j.grammar); err == nil && !guard.viable() {
+				guard.free()
+				err = infer.BadRequestf("json schema admits no reply this model can write (it asks for text no token holds, such as a NUL character)")
+			}
+			if err != nil {
+				e.slots.Release(slot, now.UnixNano())
+				j.finish(nil, err)
+				continue
+			}
+		}
 		// Teach the sampler the prompt so repeat penalties see it; not its
 		// grammar (applyGrammar false), which constrains the reply only.
 		for _, t := range j.req.Prompt {
@@ -105,6 +118,7 @@ func (e *Engine) admit(running []*seq) []*seq {
 			next:      cached,
 			pos:       cached,
 			sampler:   sampler,
+			guard:     guard,
 			stop:      infer.NewStopMatcher(j.req.Sampling.Stop),
 			maxTokens: maxTokens,
 			logprobs:  j.req.Sampling.Logprobs,
@@ -221,6 +235,10 @@ func (e *Engine) sample(s *seq, now time.Time) bool {
 			return true
 		}
 	}
+	if s.guard != nil && !s.guard.viable() {
+		e.end(s, nil, infer.BadRequestf("json schema admits no continuation after %d tokens (it asks for text no token holds, such as a NUL character)", s.res.GeneratedTokens), false)
+		return true
+	}
 	tok := s.sampler.Sample(e.lctx, s.logitIdx)
 	if s.logprobs {
 		s.heldLP = append(s.heldLP, e.tokenLogprob(logits, tok, s.top))
@@ -242,6 +260,10 @@ func (e *Engine) sample(s *seq, now time.Time) bool {
 	// Accept advances the penalties' history and the grammar: the sampled
 	// token is one the grammar allowed, as it is the first sampler of the
 	// chain that chose it.
+	if s.guard != nil && !s.guard.accept(tok) {
+		e.end(s, nil, fmt.Errorf("%w: the grammar's mirror refused token %d the sampler chose", infer.ErrEngine, tok), false)
+		return true
+	}
 	s.sampler.Accept(tok, true)
 	out, stopped := s.stop.Push(e.model.TokenToPiece(tok))
 	if out != "" {
@@ -267,6 +289,8 @@ func (e *Engine) end(s *seq, res *infer.Result, err error, drop bool) {
 	// The binding exposes no way to free a sampler (common_sampler_cfree
 	// runs from its finalizer only): drop the reference so the next GC can.
 	s.sampler = nil
+	s.guard.free()
+	s.guard = nil
 	if res != nil {
 		if rest := s.stop.Flush(); rest != "" || s.held > 0 {
 			s.job.push(s.piece(rest))

@@ -382,3 +382,28 @@ func TestTopTokensAndLogSumExp(t *testing.T) {
 		t.Fatalf("a ruled-out token's logprob %v, want %v", got, minLogprob)
 	}
 }
+
+// TestDeadEndGrammarIsBadRequest: a schema whose grammar admits no token
+// (a NUL character: no token's text holds one) is refused before a token
+// is sampled — llama.cpp's sampler would abort the process on it — and
+// the engine keeps serving.
+func TestDeadEndGrammarIsBadRequest(t *testing.T) {
+	e := load(t, nil)
+	for _, schema := range []string{
+		`{"type":"string","pattern":"^\\u0000$"}`,
+		`{"type":"object","properties":{"a":{"type":"string","pattern":"^x\\u0000$"}},"required":["a"]}`,
+	} {
+		prompt, err := e.Tokenize("Once upon a time")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := infer.Request{Prompt: prompt, Sampling: constrained(&infer.Constraint{JSONSchema: schema}, 32)}
+		_, err = e.Generate(t.Context(), req, func(infer.Piece) error { return nil })
+		if !errors.Is(err, infer.ErrBadRequest) {
+			t.Fatalf("schema %s: err %v, want ErrBadRequest", schema, err)
+		}
+	}
+	if _, res := genPieces(t, e, "Once upon a time", greedy(4)); res.GeneratedTokens == 0 {
+		t.Fatalf("after the dead-end grammars: %+v", res)
+	}
+}

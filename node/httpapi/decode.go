@@ -83,23 +83,28 @@ type stopList []string
 
 // UnmarshalJSON accepts null, "s" or ["a", "b"].
 func (s *stopList) UnmarshalJSON(b []byte) error {
+	l, err := stringOrList(b, "stop", "stop must be a string or an array of strings")
+	*s = l
+	return err
+}
+
+// stringOrList decodes null (nil), "s" ({s}) or ["a", "b"]; anything else
+// is a fieldError on field with msg.
+func stringOrList(b []byte, field, msg string) ([]string, error) {
 	b = bytes.TrimSpace(b)
 	switch {
 	case bytes.Equal(b, []byte("null")):
-		*s = nil
-		return nil
+		return nil, nil
 	case len(b) > 0 && b[0] == '"':
 		var one string
 		if err := json.Unmarshal(b, &one); err != nil {
-			return err
+			return nil, err
 		}
-		*s = stopList{one}
-		return nil
+		return []string{one}, nil
 	}
 	var many []string
 	if err := json.Unmarshal(b, &many); err != nil {
-		return &fieldError{field: "stop", msg: "stop must be a string or an array of strings"}
+		return nil, &fieldError{field: field, msg: msg}
 	}
-	*s = many
-	return nil
+	return many, nil
 }

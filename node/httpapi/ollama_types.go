@@ -285,30 +285,15 @@ type ollamaEmbedRequest struct {
 // or "" is no input (which loads the model, as in Ollama).
 type ollamaEmbedInput []string
 
-// UnmarshalJSON accepts null, "text" or ["a", "b"].
+// UnmarshalJSON accepts null, "text" or ["a", "b"]; a lone "" is no
+// input.
 func (in *ollamaEmbedInput) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		*in = nil
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		var one string
-		if err := json.Unmarshal(b, &one); err != nil {
-			return err
-		}
-		*in = nil
-		if one != "" {
-			*in = ollamaEmbedInput{one}
-		}
-		return nil
+	l, err := stringOrList(b, "input", "invalid input type: input must be a string or an array of strings")
+	if len(l) == 1 && l[0] == "" && bytes.HasPrefix(bytes.TrimSpace(b), []byte(`"`)) {
+		l = nil
 	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return &fieldError{field: "input", msg: "invalid input type: input must be a string or an array of strings"}
-	}
-	*in = many
-	return nil
+	*in = l
+	return err
 }
 
 type ollamaEmbedResponse struct {
