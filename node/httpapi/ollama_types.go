@@ -114,6 +114,9 @@ func (o *ollamaOptions) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return &fieldError{field: "options", msg: "options must be a JSON object"}
 	}
+	if e := refuseSamplers(m); e != nil {
+		return &fieldError{field: e.param, msg: e.message}
+	}
 	var p samplingParams
 	float := func(key string, dst **float64) error {
 		raw, ok := m[key]

@@ -242,6 +242,9 @@ func (s *Server) openAICommon(name string, o *openAISampling) (string, *apiError
 	if o.N != nil && *o.N != 1 {
 		return "", badRequest("n", "n must be 1: one choice per request is supported")
 	}
+	if e := refuseSamplers(o.unsupportedSampling.fields()); e != nil {
+		return "", e
+	}
 	return model, nil
 }
 

@@ -89,6 +89,34 @@ type openAISampling struct {
 	N                *int     `json:"n"`
 	PresencePenalty  *float64 `json:"presence_penalty"`
 	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	unsupportedSampling
+}
+
+// unsupportedSampling holds llama.cpp server's sampler fields this engine
+// does not run (see refuseSamplers): decoded only to refuse them.
+type unsupportedSampling struct {
+	Mirostat       json.RawMessage `json:"mirostat"`
+	TypicalP       json.RawMessage `json:"typical_p"`
+	TFSZ           json.RawMessage `json:"tfs_z"`
+	DynatempRange  json.RawMessage `json:"dynatemp_range"`
+	XTCProbability json.RawMessage `json:"xtc_probability"`
+	DRYMultiplier  json.RawMessage `json:"dry_multiplier"`
+	Grammar        json.RawMessage `json:"grammar"`
+	JSONSchema     json.RawMessage `json:"json_schema"`
+}
+
+// fields is u by JSON name, the given ones only.
+func (u *unsupportedSampling) fields() map[string]json.RawMessage {
+	m := map[string]json.RawMessage{}
+	for name, raw := range map[string]json.RawMessage{
+		"mirostat": u.Mirostat, "typical_p": u.TypicalP, "tfs_z": u.TFSZ, "dynatemp_range": u.DynatempRange,
+		"xtc_probability": u.XTCProbability, "dry_multiplier": u.DRYMultiplier, "grammar": u.Grammar, "json_schema": u.JSONSchema,
+	} {
+		if raw != nil {
+			m[name] = raw
+		}
+	}
+	return m
 }
 
 // responseFormat is a chat request's response_format.
