@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -18,12 +19,18 @@ import (
 //
 // Memory per advertised block: one index entry per distinct hash (about 30
 // bytes with its row at up to 64 peers) plus the replica's own set (about 20
-// bytes per peer and hash); docs/digests.md has the measured figure.
+// bytes per peer and hash); docs/digests.md has the measured figure. A row
+// has a bit per peer, so without a bound on peers the index would grow with
+// peers x hashes x peers (392 bytes per peer and hash at 2,000 peers): the
+// view's ViewLimits bound both factors (peers, and blocks per replica; see
+// Replica), so its memory is at most about MaxPeers x MaxBlocks x (76 +
+// MaxPeers/8) bytes: 183 MiB at the defaults, all hashes distinct.
 //
 // Not safe for concurrent use: the router's loop owns it.
 type ClusterView struct {
 	hasher Hasher
 	model  string
+	limits ViewLimits
 
 	peers  []*viewPeer // by bit; nil where free
 	byID   map[string]int
@@ -58,16 +65,56 @@ type Scores struct {
 	Peers []Estimate // every peer in the view, in no particular order
 }
 
-// NewClusterView returns an empty view for model at blockSize.
+// DefaultViewPeers is the default of ViewLimits.MaxPeers: above the p2p
+// layer's connection high-water mark (96), so a view whose authors must be
+// connected peers is full only while the connection manager lets more in.
+const DefaultViewPeers = 128
+
+// ViewLimits bounds a ClusterView; a zero field selects its default.
+type ViewLimits struct {
+	// MaxPeers bounds the peers with a replica (default DefaultViewPeers).
+	MaxPeers int
+	// MaxBlocks is each replica's block limit (default
+	// DefaultReplicaBlocks; see Replica).
+	MaxBlocks int
+}
+
+func (l ViewLimits) withDefaults() ViewLimits {
+	if l.MaxPeers <= 0 {
+		l.MaxPeers = DefaultViewPeers
+	}
+	if l.MaxBlocks <= 0 {
+		l.MaxBlocks = DefaultReplicaBlocks
+	}
+	return l
+}
+
+// ErrViewFull is wrapped by ClusterView.Apply for a digest of a new peer
+// when the view already holds MaxPeers: the caller decides whom to Remove
+// (node.Mesh evicts by its documented order) and applies it again.
+var ErrViewFull = errors.New("cache: cluster view is full")
+
+// NewClusterView returns an empty view for model at blockSize, with the
+// default limits.
 func NewClusterView(model string, blockSize int) *ClusterView {
+	return NewClusterViewLimits(model, blockSize, ViewLimits{})
+}
+
+// NewClusterViewLimits returns an empty view for model at blockSize bounded
+// by limits.
+func NewClusterViewLimits(model string, blockSize int, limits ViewLimits) *ClusterView {
 	return &ClusterView{
 		hasher: NewHasher(model, blockSize),
 		model:  model,
+		limits: limits.withDefaults(),
 		byID:   map[string]int{},
 		stride: 1,
 		index:  map[Hash]uint32{},
 	}
 }
+
+// Limits returns the view's limits, defaults filled in.
+func (v *ClusterView) Limits() ViewLimits { return v.limits }
 
 // Hasher returns the view's hasher.
 func (v *ClusterView) Hasher() Hasher { return v.hasher }
@@ -88,7 +135,8 @@ func (v *ClusterView) Replica(peer string) *Replica {
 }
 
 // Apply feeds a digest to its author's replica, adding the peer to the view
-// on first contact. See Replica.Apply.
+// on first contact; a new peer when the view holds MaxPeers fails with
+// ErrViewFull and changes nothing. See Replica.Apply.
 func (v *ClusterView) Apply(d *Digest, now int64) (Outcome, error) {
 	if d.Model != v.model || d.BlockSize != v.hasher.BlockSize() {
 		return 0, fmt.Errorf("%w: model %q block size %d, view has %q %d", ErrMismatch,
@@ -96,6 +144,9 @@ func (v *ClusterView) Apply(d *Digest, now int64) (Outcome, error) {
 	}
 	if err := d.Validate(); err != nil {
 		return 0, err
+	}
+	if _, ok := v.byID[d.Peer]; !ok && len(v.byID) >= v.limits.MaxPeers {
+		return 0, fmt.Errorf("%w: %d peers, digest of a new one (%s)", ErrViewFull, len(v.byID), d.Peer)
 	}
 	return v.peer(d.Peer).r.Apply(d, now)
 }
@@ -113,7 +164,7 @@ func (v *ClusterView) peer(id string) *viewPeer {
 			v.grow()
 		}
 	}
-	p := &viewPeer{r: NewReplica(id, v.model, v.hasher.BlockSize()), bit: bit}
+	p := &viewPeer{r: NewReplicaLimit(id, v.model, v.hasher.BlockSize(), v.limits.MaxBlocks), bit: bit}
 	word, mask := bit/64, uint64(1)<<(bit%64)
 	p.r.onAdd = func(h Hash) {
 		row, ok := v.index[h]

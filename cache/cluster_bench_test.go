@@ -15,7 +15,7 @@ func BenchmarkClusterViewScore(b *testing.B) {
 	const peers, blocks = 64, 100_000
 	r := rand.New(rand.NewPCG(1, 2))
 	prompt := randTokens(r, 2000)
-	v := NewClusterView("m", DefaultBlockSize)
+	v := NewClusterViewLimits("m", DefaultBlockSize, ViewLimits{MaxBlocks: blocks})
 	chain := v.Hasher().Chain(nil, prompt)
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -19,8 +19,10 @@ const (
 	// than the replica's state; nothing changed.
 	Stale
 	// Gap: a delta arrived before one it depends on. The replica keeps it
-	// (up to MaxPending of them) in case the missing ones arrive reordered,
-	// and NeedsSnapshot reports true until the gap closes.
+	// (up to MaxPending of them, and its block limit in hashes) in case the
+	// missing ones arrive reordered, and NeedsSnapshot reports true until
+	// the gap closes (or, for a delta it could not keep, until a snapshot
+	// passes it).
 	Gap
 	// NewEpoch: a delta of a newer epoch than the replica's, which cannot
 	// apply to anything the replica has: NeedsSnapshot reports true.
@@ -47,6 +49,11 @@ func (o Outcome) String() string {
 // for the missing ones.
 const MaxPending = 64
 
+// DefaultReplicaBlocks is the default of a replica's block limit (see
+// NewReplicaLimit): the default digest cap, so a peer with default
+// settings is never truncated.
+const DefaultReplicaBlocks = DefaultMaxBlocks
+
 // Replica is a read-only, approximate copy of one peer's digest, fed with
 // the peer's snapshots and deltas in any order. It answers how many leading
 // blocks of a chain the peer probably holds, and how old that knowledge is.
@@ -56,10 +63,21 @@ const MaxPending = 64
 // from the peer, the anti-entropy repair) while it keeps answering from the
 // state it has. Its age tells the caller how far to trust it.
 //
+// A replica holds at most a limit of blocks (NewReplicaLimit), whatever the
+// peer sends: at most that many exactly known hashes, that many removals
+// tracked over a Bloom filter, a filter of at most that many 64-bit words,
+// and pending deltas of at most that many hashes in all. Beyond it, the
+// extra hashes of a snapshot or delta are dropped, a filter that is too
+// large (or whose removals overflow) is dropped, and a pending delta that
+// does not fit is not kept (the gap then waits for a snapshot). Each of
+// these only loses matches: a truncated replica may underestimate a peer,
+// never overestimate it. Truncated reports it.
+//
 // Not safe for concurrent use. Times are the caller's clock in nanoseconds.
 type Replica struct {
 	peer, model string
 	blockSize   int
+	max         int // block limit
 
 	synced     bool
 	epoch, seq uint64
@@ -68,7 +86,10 @@ type Replica struct {
 	filter     *Bloom            // a Bloom-mode snapshot's filter
 	removed    map[Hash]struct{} // removals since the filter, which it cannot forget
 	pending    map[uint64]*Digest
+	pendingN   int    // hashes in pending
+	lostTop    uint64 // highest Seq of a delta not kept as pending (0: none)
 	need       bool
+	truncated  bool  // the state dropped hashes or a filter to stay within max
 	heard      int64 // when a message last confirmed the state
 
 	// Hooks that keep a ClusterView's index in step with set.
@@ -76,10 +97,27 @@ type Replica struct {
 }
 
 // NewReplica returns an empty replica of peer's cache of model at the given
-// block size, which needs a snapshot (or the first delta of an epoch).
+// block size, which needs a snapshot (or the first delta of an epoch). Its
+// block limit is DefaultReplicaBlocks.
 func NewReplica(peer, model string, blockSize int) *Replica {
-	return &Replica{peer: peer, model: model, blockSize: blockSize, set: map[Hash]struct{}{}}
+	return NewReplicaLimit(peer, model, blockSize, 0)
 }
+
+// NewReplicaLimit is NewReplica with a block limit of maxBlocks (0 or less:
+// DefaultReplicaBlocks); see Replica.
+func NewReplicaLimit(peer, model string, blockSize, maxBlocks int) *Replica {
+	if maxBlocks <= 0 {
+		maxBlocks = DefaultReplicaBlocks
+	}
+	return &Replica{peer: peer, model: model, blockSize: blockSize, max: maxBlocks, set: map[Hash]struct{}{}}
+}
+
+// MaxBlocks returns the replica's block limit.
+func (r *Replica) MaxBlocks() int { return r.max }
+
+// Truncated reports whether the replica's state dropped hashes, or a Bloom
+// filter, to stay within its block limit: its estimates may fall short.
+func (r *Replica) Truncated() bool { return r.truncated }
 
 // Peer returns the peer ID the replica follows.
 func (r *Replica) Peer() string { return r.peer }
@@ -180,7 +218,7 @@ func (r *Replica) Apply(d *Digest, now int64) (Outcome, error) {
 			return Duplicate, nil
 		}
 		if newer {
-			r.pending = nil
+			r.dropPending()
 		}
 		r.load(d)
 		r.epoch, r.seq, r.synced = d.Epoch, d.Seq, true
@@ -195,7 +233,7 @@ func (r *Replica) Apply(d *Digest, now int64) (Outcome, error) {
 		}
 		// The first delta of an epoch applies to the empty cache.
 		r.reset()
-		r.pending = nil
+		r.dropPending()
 		r.epoch, r.seq, r.synced = d.Epoch, 0, true
 	}
 	switch {
@@ -205,12 +243,7 @@ func (r *Replica) Apply(d *Digest, now int64) (Outcome, error) {
 		}
 		return Duplicate, nil
 	case d.Seq > r.seq+1:
-		if r.pending == nil {
-			r.pending = map[uint64]*Digest{}
-		}
-		if len(r.pending) < MaxPending {
-			r.pending[d.Seq] = d
-		}
+		r.keepPending(d)
 		r.need = true
 		return Gap, nil
 	}
@@ -219,6 +252,28 @@ func (r *Replica) Apply(d *Digest, now int64) (Outcome, error) {
 	r.drain()
 	return Applied, nil
 }
+
+// keepPending keeps d until the deltas before it arrive, if it fits: at
+// most MaxPending deltas and the block limit in hashes altogether.
+func (r *Replica) keepPending(d *Digest) {
+	n := len(d.Added) + len(d.Removed)
+	old, dup := r.pending[d.Seq]
+	if dup {
+		n -= len(old.Added) + len(old.Removed)
+	}
+	if !dup && len(r.pending) >= MaxPending || r.pendingN+n > r.max {
+		r.lostTop = max(r.lostTop, d.Seq) // the gap stays open until a snapshot passes it
+		return
+	}
+	if r.pending == nil {
+		r.pending = map[uint64]*Digest{}
+	}
+	r.pending[d.Seq] = d
+	r.pendingN += n
+}
+
+// dropPending forgets every pending delta.
+func (r *Replica) dropPending() { r.pending, r.pendingN, r.lostTop = nil, 0, 0 }
 
 // drain applies pending deltas that now follow the state and drops those
 // it has passed.
@@ -230,12 +285,13 @@ func (r *Replica) drain() {
 		}
 		r.applyDelta(d)
 	}
-	for s := range r.pending {
+	for s, d := range r.pending {
 		if s <= r.seq {
 			delete(r.pending, s)
+			r.pendingN -= len(d.Added) + len(d.Removed)
 		}
 	}
-	r.need = len(r.pending) > 0
+	r.need = len(r.pending) > 0 || r.lostTop > r.seq
 }
 
 func (r *Replica) applyDelta(d *Digest) {
@@ -247,11 +303,21 @@ func (r *Replica) applyDelta(d *Digest) {
 			}
 		}
 		if r.filter != nil {
+			if len(r.removed) >= r.max {
+				// The filter cannot forget more: drop it (and
+				// with it every match it would have answered).
+				r.filter, r.removed, r.truncated = nil, nil, true
+				continue
+			}
 			r.removed[h] = struct{}{}
 		}
 	}
 	for _, h := range d.Added {
 		if _, ok := r.set[h]; !ok {
+			if len(r.set) >= r.max {
+				r.truncated = true
+				continue
+			}
 			r.set[h] = struct{}{}
 			if r.onAdd != nil {
 				r.onAdd(h)
@@ -265,10 +331,18 @@ func (r *Replica) applyDelta(d *Digest) {
 	r.seq = d.Seq
 }
 
-// load replaces the state with a snapshot's.
+// load replaces the state with a snapshot's, within the block limit.
 func (r *Replica) load(d *Digest) {
-	next := make(map[Hash]struct{}, len(d.Hashes))
-	for _, h := range d.Hashes {
+	hashes, filter := d.Hashes, d.Filter
+	r.truncated = false
+	if len(hashes) > r.max {
+		hashes, r.truncated = hashes[:r.max], true
+	}
+	if filter != nil && len(filter.bits) > r.max {
+		filter, r.truncated = nil, true
+	}
+	next := make(map[Hash]struct{}, len(hashes))
+	for _, h := range hashes {
 		next[h] = struct{}{}
 	}
 	for h := range r.set {
@@ -282,8 +356,8 @@ func (r *Replica) load(d *Digest) {
 		}
 	}
 	r.set = next
-	r.filter, r.removed = d.Filter, nil
-	if d.Filter != nil {
+	r.filter, r.removed = filter, nil
+	if filter != nil {
 		r.removed = map[Hash]struct{}{}
 	}
 	r.held = d.Held
@@ -298,14 +372,14 @@ func (r *Replica) reset() {
 	}
 	r.set = map[Hash]struct{}{}
 	r.filter, r.removed = nil, nil
-	r.held = 0
+	r.held, r.truncated = 0, false
 }
 
 // Forget empties the replica and drops its state, as for a peer that has
 // expired; it needs a snapshot again.
 func (r *Replica) Forget() {
 	r.reset()
-	r.pending = nil
+	r.dropPending()
 	r.synced, r.need = false, false
 	r.epoch, r.seq, r.heard = 0, 0, 0
 }

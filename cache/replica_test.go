@@ -242,7 +242,7 @@ func TestReplicaBloomMode(t *testing.T) {
 }
 
 func TestClusterViewExpireAndManyPeers(t *testing.T) {
-	v := NewClusterView("m", 2)
+	v := NewClusterViewLimits("m", 2, ViewLimits{MaxPeers: 200})
 	h := v.Hasher()
 	seq := []int32{1, 2, 3, 4, 5, 6}
 	chain := h.Chain(nil, seq)

@@ -58,6 +58,12 @@ type MeshConfig struct {
 	// PeerTTL is how long a silent peer (no digest and no load) stays in
 	// the view; 0 means 3 x Policy.LoadTTL.
 	PeerTTL time.Duration
+	// MaxPeers bounds the peers the mesh holds (replicas, loads); 0 means
+	// DefaultMaxPeers. See Mesh for the eviction order.
+	MaxPeers int
+	// MaxReplicaBlocks bounds the blocks each peer's replica holds; 0
+	// means cache.DefaultReplicaBlocks (see cache.Replica).
+	MaxReplicaBlocks int
 }
 
 // ErrWrongAuthor is returned by Mesh.ApplyDigest for a digest whose
@@ -68,9 +74,21 @@ var ErrWrongAuthor = errors.New("node: digest's peer is not its sender")
 // cache.ClusterView of their digests, their load announcements, the RTT
 // source, and the push-back cooldowns and failure counts the router sets.
 //
+// The mesh holds at most MeshConfig.MaxPeers peers, each replica at most
+// MaxReplicaBlocks blocks, so memory stays bounded whatever gossip
+// arrives (docs/digests.md has the figures). A digest or load of a new
+// peer when the mesh is full evicts the lowest-ranked peer if the
+// newcomer ranks strictly higher, and is refused otherwise (ErrViewFull).
+// The eviction order, lowest first: peers never measured (no RTT), then
+// lower trust (SetTrust), then least recently heard from (digest or
+// load). A newcomer counts as heard now, so among measured, equally
+// trusted peers it takes the place of the one silent longest; a full mesh
+// of measured peers refuses unmeasured newcomers until their RTT is known.
+//
 // Mesh is safe for concurrent use: one mutex guards all of its state; no
 // method blocks on anything but that mutex, and none calls out while
-// holding it (View asks the RTTSource after releasing it).
+// holding it (View and the eviction order ask the RTTSource and the
+// trust after releasing it).
 type Mesh struct {
 	cfg MeshConfig
 
@@ -78,6 +96,9 @@ type Mesh struct {
 	view   *cache.ClusterView
 	peers  map[PeerID]*meshPeer
 	scores cache.Scores // scratch for View
+	trust  TrustSource  // for the eviction order; nil: all 1
+
+	evicted, refused int64
 }
 
 // meshPeer is what Mesh keeps per peer besides its replica.
@@ -107,7 +128,17 @@ func NewMesh(cfg MeshConfig) (*Mesh, error) {
 	if cfg.ModelName == "" {
 		cfg.ModelName = cfg.Model
 	}
-	return &Mesh{cfg: cfg, view: cache.NewClusterView(cfg.Model, cfg.BlockSize), peers: map[PeerID]*meshPeer{}}, nil
+	if cfg.MaxPeers < 0 || cfg.MaxReplicaBlocks < 0 {
+		return nil, fmt.Errorf("node: MeshConfig.MaxPeers %d, MaxReplicaBlocks %d: want >= 0", cfg.MaxPeers, cfg.MaxReplicaBlocks)
+	}
+	if cfg.MaxPeers == 0 {
+		cfg.MaxPeers = DefaultMaxPeers
+	}
+	if cfg.MaxReplicaBlocks == 0 {
+		cfg.MaxReplicaBlocks = cache.DefaultReplicaBlocks
+	}
+	view := cache.NewClusterViewLimits(cfg.Model, cfg.BlockSize, cache.ViewLimits{MaxPeers: cfg.MaxPeers, MaxBlocks: cfg.MaxReplicaBlocks})
+	return &Mesh{cfg: cfg, view: view, peers: map[PeerID]*meshPeer{}}, nil
 }
 
 // Policy returns the policy the mesh was configured with.
@@ -129,8 +160,9 @@ func (m *Mesh) peer(id PeerID) *meshPeer {
 // true when the peer's replica needs a snapshot (a gap or a new epoch): the
 // caller should pull one and apply it. A digest whose embedded peer is not
 // from fails with ErrWrongAuthor; one for another model or block size, or
-// an invalid one, fails with the cache package's error. now is the
-// receiver's clock.
+// an invalid one, fails with the cache package's error; one of a new peer
+// that the full mesh does not admit (see Mesh) fails with ErrViewFull.
+// now is the receiver's clock.
 func (m *Mesh) ApplyDigest(from PeerID, d *cache.Digest, now time.Time) (needSnapshot bool, err error) {
 	if d == nil {
 		return false, fmt.Errorf("node: nil digest")
@@ -141,9 +173,23 @@ func (m *Mesh) ApplyDigest(from PeerID, d *cache.Digest, now time.Time) (needSna
 	if from == m.cfg.Self {
 		return false, nil
 	}
-	m.mu.Lock()
+	if d.Model != m.cfg.Model || d.BlockSize != m.cfg.BlockSize {
+		// Checked before admission: a digest that cannot apply must not
+		// evict anyone.
+		return false, fmt.Errorf("%w: model %q block size %d, mesh has %q %d", cache.ErrMismatch,
+			d.Model, d.BlockSize, m.cfg.Model, m.cfg.BlockSize)
+	}
+	if err := d.Validate(); err != nil {
+		return false, err
+	}
+	if err := m.lockWithRoom(from, now); err != nil {
+		return false, err
+	}
 	defer m.mu.Unlock()
 	out, err := m.view.Apply(d, now.UnixNano())
+	if errors.Is(err, cache.ErrViewFull) {
+		return false, fmt.Errorf("%w: %w", ErrViewFull, err)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -159,11 +205,15 @@ func (m *Mesh) replicaNeeds(id PeerID) bool {
 // ApplyLoad records a load announcement from a peer. An announcement with
 // a Seq not above the last one's is ignored (reordered gossip), unless the
 // last one has expired (the peer restarted with a clock behind).
+// A new peer's announcement is dropped when the full mesh does not admit
+// it (see Mesh).
 func (m *Mesh) ApplyLoad(from PeerID, l Load, now time.Time) {
 	if from == m.cfg.Self {
 		return
 	}
-	m.mu.Lock()
+	if m.lockWithRoom(from, now) != nil {
+		return // a full mesh that ranks the newcomer last (see Mesh)
+	}
 	defer m.mu.Unlock()
 	p := m.peer(from)
 	if !p.loadAt.IsZero() && l.Seq <= p.load.Seq && now.Sub(p.loadAt) <= m.cfg.Policy.LoadTTL {
@@ -180,9 +230,10 @@ func (m *Mesh) PeerDown(id PeerID) {
 	m.view.Remove(string(id))
 }
 
-// MarkFailure records that a request forwarded to id failed (error,
-// timeout, reset): the peer is skipped for Policy.FailureCooldown, doubled
-// for each further consecutive failure.
+// MarkFailure records that a request forwarded to id failed by the peer's
+// fault (error, timeout, reset, a reply out of the request's bounds, a
+// refusal of a request the origin serves): the peer is skipped for
+// Policy.FailureCooldown, doubled for each further consecutive failure.
 func (m *Mesh) MarkFailure(id PeerID, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

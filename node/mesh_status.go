@@ -19,12 +19,15 @@ type PeerStatus struct {
 	// DigestBlocks is how many blocks the peer says its cache holds,
 	// DigestKnown how many hashes the replica knows exactly, DigestBloom
 	// whether it answers partly from a Bloom filter, DigestAgeMillis how
-	// old its state is, NeedsSnapshot whether it missed a change.
+	// old its state is, NeedsSnapshot whether it missed a change,
+	// DigestTruncated whether MeshConfig.MaxReplicaBlocks cut it (its
+	// estimates may fall short).
 	DigestBlocks    int      `json:"digest_blocks"`
 	DigestKnown     int      `json:"digest_known"`
 	DigestBloom     bool     `json:"digest_bloom,omitempty"`
 	DigestAgeMillis *float64 `json:"digest_age_ms,omitempty"`
 	NeedsSnapshot   bool     `json:"needs_snapshot,omitempty"`
+	DigestTruncated bool     `json:"digest_truncated,omitempty"`
 	// CooldownUntil is set while the peer is skipped; CooldownReason is
 	// "busy" or "failure".
 	CooldownUntil  *time.Time `json:"cooldown_until,omitempty"`
@@ -48,7 +51,7 @@ func (m *Mesh) Peers(now time.Time) []PeerStatus {
 		}
 		if r := m.view.Replica(string(id)); r != nil {
 			s.DigestBlocks, s.DigestKnown, s.DigestBloom = r.Held(), r.Len(), r.Bloom()
-			s.NeedsSnapshot = r.NeedsSnapshot()
+			s.NeedsSnapshot, s.DigestTruncated = r.NeedsSnapshot(), r.Truncated()
 			if !p.digestAt.IsZero() {
 				s.DigestAgeMillis = millis(r.Age(now.UnixNano()))
 			}

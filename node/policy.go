@@ -73,9 +73,11 @@ type Policy struct {
 	BusyQueueThreshold int
 	// PushBackCooldown is how long a peer that answered busy is skipped.
 	PushBackCooldown time.Duration
-	// FailureCooldown is how long a peer that failed (error, timeout,
-	// reset) is skipped after its first consecutive failure; each further
-	// consecutive failure doubles it, up to MaxFailureCooldown.
+	// FailureCooldown is how long a peer that failed (every failure but
+	// busy: error, timeout, reset, refusal of a request the origin serves,
+	// a reply out of bounds) is skipped after its first consecutive
+	// failure; each further consecutive failure doubles it, up to
+	// MaxFailureCooldown.
 	FailureCooldown    time.Duration
 	MaxFailureCooldown time.Duration
 	// MaxFallbacks bounds the peers tried after the first one before the
@@ -197,3 +199,13 @@ func (p Policy) failureCooldown(n int) time.Duration {
 	}
 	return min(d, p.MaxFailureCooldown)
 }
+
+// MaxReplyBytesPerToken bounds the text a serving peer may stream back per
+// generated token, summed over its reply (so one long token among short
+// ones costs nothing: only the average counts), and the text of each
+// logprob entry. Generated text averages about 4 bytes a token in the BPE
+// and SentencePiece vocabularies meshllm serves; the wire already cuts a
+// logprob's token text at the same 128 bytes (p2p.MaxLogprobTokenLen). A
+// reply of max_tokens 8 is therefore at most 1 KiB of text from a peer,
+// however much it sends (see replyBounds).
+const MaxReplyBytesPerToken = 128

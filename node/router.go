@@ -64,8 +64,10 @@ type RouterConfig struct {
 // Failure policy:
 //
 //   - before the first piece reached the client (busy, error, timeout,
-//     reset): the next candidate is tried, then the local engine serves the
-//     original request;
+//     reset, a first piece out of the request's bounds): the next
+//     candidate is tried, then the local engine serves the original
+//     request; a refusal (bad request, context overflow) goes to the local
+//     engine at once;
 //   - after some pieces reached the client: the local engine continues the
 //     reply. The router buffers nothing; it remembers the text already
 //     emitted, tokenizes it, and generates locally with the prompt
@@ -76,8 +78,11 @@ type RouterConfig struct {
 //     is not detected).
 //
 // A busy answer puts the peer on Policy.PushBackCooldown; any other
-// failure on the doubling failure cooldown. A request that fails locally
-// fails with the local error.
+// failure (an error, a timeout, a reply out of the request's bounds, a
+// refusal of a request the local engine serves) on the doubling failure
+// cooldown, and counts against the peer's trust (see Trust). A refusal
+// of a request the local engine refuses too blames nobody. A request that
+// fails locally fails with the local error.
 //
 // Router is safe for concurrent use: it holds no lock while generating;
 // the Mesh, Speeds, ring buffer and collectors synchronize themselves.
@@ -125,6 +130,9 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	}
 	if cfg.NoTrust {
 		cfg.Trust = nil
+	}
+	if cfg.Trust != nil {
+		cfg.Mesh.SetTrust(cfg.Trust) // the view's eviction order ranks by trust
 	}
 	emb, _ := cfg.Engine.(infer.Embedder)
 	return &Router{
@@ -223,13 +231,15 @@ func (r *Router) execute(ctx context.Context, req infer.Request, d Decision, emi
 		return r.serveLocal(ctx, req, emit, d.EstimatedCached)
 	}
 	st := &stream{emit: emit, start: r.now(), now: r.now}
+	var refused *Candidate // refused the request before its first piece
+	var refusedAt time.Time
 	for _, c := range d.Candidates {
 		began := r.now()
 		res, out, err := r.forward(ctx, c, req, st)
-		r.judge(c, res, out, began)
 		rec.Attempts = append(rec.Attempts, Attempt{Peer: c.Peer, Outcome: out, Pieces: st.piecesOf(c.Peer), Err: errString(err)})
 		switch out {
 		case outcomeServed:
+			r.judge(c, res, out, began)
 			r.mesh.MarkSuccess(c.Peer)
 			r.met.served.WithLabelValues("peer").Inc()
 			r.met.cached("peer", c.EstimatedCached, res.CachedTokens)
@@ -244,21 +254,41 @@ func (r *Router) execute(ctx context.Context, req infer.Request, d Decision, emi
 		}
 		r.met.fallbacks.WithLabelValues(out, stage).Inc()
 		r.log.Info("forward failed; falling back", "peer", c.Peer, "outcome", out, "stage", stage, "err", err)
-		switch out {
-		case outcomeBusy:
+		if out == outcomeRejected && st.pieces == 0 {
+			// The peer found the request bad. Generate validated it, but
+			// only an engine knows some refusals (a schema its grammar
+			// cannot hold): the local engine serves it, and the peer is
+			// blamed only if that engine accepts it (see below).
+			refused, refusedAt = &c, began
+			break
+		}
+		r.judge(c, res, out, began)
+		if out == outcomeBusy {
 			r.mesh.MarkBusy(c.Peer, r.now())
-		case outcomeRejected:
-			// The peer found the request bad: the local engine gives the
-			// canonical answer; the peer is not at fault.
-		default:
+		} else {
 			r.mesh.MarkFailure(c.Peer, r.now())
 		}
-		if st.pieces > 0 || out == outcomeRejected {
+		if st.pieces > 0 {
 			break
 		}
 	}
 	if st.pieces == 0 {
-		return r.serveLocal(ctx, req, emit, r.eng.CachedPrefix(req.Prompt))
+		if refused == nil {
+			return r.serveLocal(ctx, req, emit, r.eng.CachedPrefix(req.Prompt))
+		}
+		accepted := false // the local engine served the request, or began to
+		res, err := r.serveLocal(ctx, req, func(p infer.Piece) error {
+			accepted = true
+			return emit(p)
+		}, r.eng.CachedPrefix(req.Prompt))
+		if err == nil || accepted {
+			// A request this peer's own engine serves was refused: the
+			// refusing peer is at fault. Otherwise nobody is: the request
+			// was bad, or the client left before the engine said.
+			r.judge(*refused, nil, outcomeRejected, refusedAt)
+			r.mesh.MarkFailure(refused.Peer, r.now())
+		}
+		return res, err
 	}
 	rec.Continued = true
 	return r.continueLocal(ctx, req, st)

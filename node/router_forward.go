@@ -20,10 +20,17 @@ const (
 	outcomeError    = "error"
 	outcomeRejected = "rejected"
 	outcomeClient   = "client"
+	// outcomeViolation: the peer's reply broke the request's bounds
+	// (replyBounds) and was cut.
+	outcomeViolation = "violation"
 )
 
 // errForwardTimeout cancels a forward whose peer went quiet for too long.
 var errForwardTimeout = errors.New("node: forwarded request timed out")
+
+// errForwardOver is what emit returns once Forward has returned (a
+// Forwarder that calls it later breaks its contract; nothing is relayed).
+var errForwardOver = errors.New("node: the forward is over")
 
 // stream is the client's side of one request across its attempts: what
 // reached the client so far. Only the goroutine running the current
@@ -64,39 +71,65 @@ func (s *stream) piecesOf(peer PeerID) int { return s.byPeer[peer] }
 // forward runs one attempt on c.Peer under a watchdog: the first piece
 // must come within c.Cost + Policy.FirstPieceTimeout, and each further one
 // within Policy.StallTimeout of the previous, or the attempt is cancelled
-// as timed out. It classifies the end as one of the outcomes.
+// as timed out. Every piece is checked against the request's bounds (see
+// replyBounds) before it is relayed: the first one out of bounds cuts the
+// stream (the attempt's context is cancelled and emit refuses it and every
+// later piece), and the final result is checked too. It classifies the end
+// as one of the outcomes.
 func (r *Router) forward(ctx context.Context, c Candidate, req infer.Request, st *stream) (*infer.Result, string, error) {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var mu sync.Mutex // orders the watchdog's firing with emit's resets
-	fired := false
-	watchdog := time.AfterFunc(c.Cost+r.policy.FirstPieceTimeout, func() {
+	var mu sync.Mutex // orders the watchdog's firing with emit's checks and resets
+	bounds := newReplyBounds(req, r.info.ContextLength)
+	var stopped error // the first error emit returned (timeout, violation, client); sticky
+	stop := func(err error) error {
 		mu.Lock()
-		fired = true
-		mu.Unlock()
+		defer mu.Unlock()
+		if stopped == nil {
+			stopped = err
+		}
+		return stopped
+	}
+	watchdog := time.AfterFunc(c.Cost+r.policy.FirstPieceTimeout, func() {
+		stop(errForwardTimeout)
 		cancel(errForwardTimeout)
 	})
 	defer watchdog.Stop()
 	emit := func(p infer.Piece) error {
 		mu.Lock()
-		if fired {
+		if stopped != nil {
 			mu.Unlock()
-			return errForwardTimeout
+			return stopped
+		}
+		if err := bounds.piece(p); err != nil {
+			stopped = err
+			mu.Unlock()
+			cancel(err)
+			return err
 		}
 		watchdog.Reset(r.policy.StallTimeout)
 		mu.Unlock()
-		return st.send(c.Peer, p)
+		if err := st.send(c.Peer, p); err != nil {
+			return stop(err)
+		}
+		return nil
 	}
 	res, err := r.fwd.Forward(fctx, c.Peer, req, c.EstimatedCached, emit)
+	cut := stop(errForwardOver) // no more pieces reach the client
 	switch {
-	case err == nil && res != nil:
-		return res, outcomeServed, nil
+	case errors.Is(cut, ErrReplyViolation):
+		return nil, outcomeViolation, fmt.Errorf("peer %s: %w", c.Peer, cut)
 	case st.clientErr != nil:
 		return nil, outcomeClient, st.clientErr
 	case ctx.Err() != nil:
 		return nil, outcomeClient, ctx.Err()
-	case errors.Is(context.Cause(fctx), errForwardTimeout):
+	case errors.Is(cut, errForwardTimeout) || errors.Is(context.Cause(fctx), errForwardTimeout):
 		return nil, outcomeTimeout, fmt.Errorf("peer %s: %w", c.Peer, errForwardTimeout)
+	case err == nil && res != nil:
+		if verr := bounds.final(res); verr != nil {
+			return nil, outcomeViolation, fmt.Errorf("peer %s: %w", c.Peer, verr)
+		}
+		return res, outcomeServed, nil
 	case err == nil:
 		return nil, outcomeError, fmt.Errorf("peer %s: forward returned no result", c.Peer)
 	case errors.Is(err, infer.ErrBusy):

@@ -38,8 +38,9 @@ type DecisionRecord struct {
 type Attempt struct {
 	Peer PeerID `json:"peer"`
 	// Outcome: "served", "busy", "timeout", "error", "rejected" (the peer
-	// found the request bad; local decides), or "client" (the client went
-	// away).
+	// found the request bad; local decides), "violation" (the peer's reply
+	// broke the request's bounds and was cut), or "client" (the client
+	// went away).
 	Outcome string `json:"outcome"`
 	// Pieces streamed to the client before the outcome.
 	Pieces int    `json:"pieces,omitempty"`

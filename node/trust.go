@@ -117,6 +117,10 @@ type Claim struct {
 	Expected, Took time.Duration
 	// TimedOut: the peer went quiet and the forward was cancelled.
 	TimedOut bool
+	// Failed: the forward failed otherwise, by the peer's fault: an error
+	// or reset, a refusal of a request the origin's engine serves, or a
+	// reply out of the request's bounds. Busy answers are not failures.
+	Failed bool
 }
 
 // TrustStatus is one peer's trust as /v1/mesh reports it.
@@ -131,13 +135,15 @@ type TrustStatus struct {
 // Trust keeps, for every peer, how far its claims can be believed: a
 // factor in [0, 1] that starts at 1, is multiplied by MissFactor whenever
 // a forwarded request shows the peer's advertised cache or expected time
-// to have been false, grows by HitCredit when they held, and recovers
+// to have been false, or fails by the peer's fault (Claim.Failed: every
+// failure but busy), grows by HitCredit when they held, and recovers
 // toward 1 with RecoveryHalfLife while there is no evidence.
 //
 // The router scales what a peer claims by its trust before deciding (see
 // Apply): its estimated cached tokens and its advertised speeds, and it
 // drops peers below ExcludeBelow. A peer that advertises every prefix (a
-// Bloom filter with every bit set, say) therefore gets at most
+// Bloom filter with every bit set, say) and then serves from a cold cache,
+// refuses or fails what it attracts therefore gets at most
 // ceil(log(ExcludeBelow)/log(MissFactor)) = 3 forwards in a row from each
 // origin (default settings) before it stops being a candidate; its
 // GossipScore lowers its GossipSub score as well.
@@ -184,7 +190,7 @@ func (t *Trust) decayed(p *trustPeer, now time.Time) float64 {
 
 // Judge reports whether c's claims held under the configuration.
 func (c TrustConfig) Judge(cl Claim) bool {
-	if cl.TimedOut {
+	if cl.TimedOut || cl.Failed {
 		return false
 	}
 	short := cl.EstimatedCached - cl.RealizedCached

@@ -23,8 +23,10 @@ func (r *Router) trustView(v View) View {
 
 // judge feeds the end of one forward to c.Peer, begun at began, to the
 // trust: a served result is judged on its cache and time claims, a timeout
-// counts as a failed time claim; busy answers, rejections and errors are
-// the cooldowns' business.
+// counts as a failed time claim, and every other end but busy (the
+// peer's load, the push-back cooldown's business) and the client's
+// leaving as a failure (Claim.Failed). The router calls it for a refusal
+// (outcomeRejected) only once the local engine has accepted the request.
 func (r *Router) judge(c Candidate, res *infer.Result, outcome string, began time.Time) {
 	if r.trust == nil {
 		return
@@ -36,8 +38,10 @@ func (r *Router) judge(c Candidate, res *infer.Result, outcome string, began tim
 		cl.RealizedCached = res.CachedTokens
 	case outcomeTimeout:
 		cl.TimedOut = true
-	default:
+	case outcomeBusy, outcomeClient:
 		return
+	default: // error, rejected, violation
+		cl.Failed = true
 	}
 	r.trust.Observe(c.Peer, cl, now)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -32,10 +33,22 @@ type GossipOptions struct {
 	BufferSize int
 	// NoScoring turns peer scoring off (tests of the validator alone).
 	NoScoring bool
+	// MaxRelayedStrangers is the relay quota: how many distinct authors
+	// that are not connected topic members (whose messages the validator
+	// ignores) one peer may forward per RelayWindow before RelayPenalty
+	// is taken off its application score for a window (defaults:
+	// DefaultMaxRelayedStrangers, DefaultRelayWindow,
+	// DefaultRelayPenalty). The penalty needs scoring.
+	MaxRelayedStrangers int
+	RelayWindow         time.Duration
+	RelayPenalty        float64
+	// Now is the relay quota's clock (nil: time.Now).
+	Now func() time.Time
 	// AppScore is the application-specific score (P5, weight 1) of each
 	// peer: the node's trust in it, membership (see AppScores); nil means
-	// 0 for every peer. It is called from GossipSub's scoring with its
-	// lock held: it must be fast and must not call into the Gossip.
+	// 0 for every peer. The relay quota's penalty is added to it. It is
+	// called from GossipSub's scoring with its lock held: it must be fast
+	// and must not call into the Gossip.
 	AppScore func(peer.ID) float64
 	// PubSubOptions are appended to the options this package sets.
 	PubSubOptions []pubsub.Option
@@ -48,23 +61,38 @@ type GossipStats struct {
 	MessagesOut int64 // messages published
 	BytesOut    int64 // their payload bytes (each peer that relays sends them again)
 	Rejected    int64 // messages the validator rejected (malformed, oversize, forged)
-	Ignored     int64 // messages the validator ignored (stale, replayed)
+	Ignored     int64 // messages the validator ignored (stale, replayed, strangers)
+	// Strangers counts the ignored messages whose author is not a
+	// connected topic member (made-up identities, or peers too far away).
+	Strangers int64
 }
 
 // Gossip runs GossipSub on a host with strict message signing (the
 // default: every message carries its author's signature, so
 // pubsub.Message.GetFrom is authenticated) and peer scoring. Its methods
 // are safe for concurrent use.
+//
+// Only connected members are heard: a message is delivered (and relayed
+// on) only when its author is this host or a peer this host is connected
+// to and that is subscribed to the topic; any other author's messages are
+// ignored, however they arrive. A peer ID costs nothing to make, a
+// connection does (the connection manager and resource manager bound
+// them), so a flood of made-up identities through one peer reaches no
+// view. Authors publish to every connected topic peer themselves (flood
+// publishing), so every peer that accepts an author's messages gets them
+// first-hand; relays only add redundancy. A relay that forwards too many
+// distinct strangers is penalized (GossipOptions.MaxRelayedStrangers).
 type Gossip struct {
 	h      host.Host
 	ps     *pubsub.PubSub
 	opts   GossipOptions
 	cancel context.CancelFunc
+	relays *relayQuota
 
 	mu     sync.Mutex
 	topics map[string]*Topic
 
-	msgsIn, bytesIn, msgsOut, bytesOut, rejected, ignored atomic.Int64
+	msgsIn, bytesIn, msgsOut, bytesOut, rejected, ignored, strangers atomic.Int64
 }
 
 // NewGossip starts GossipSub on h. It runs until ctx ends or Close.
@@ -77,6 +105,27 @@ func NewGossip(ctx context.Context, h host.Host, opts GossipOptions) (*Gossip, e
 	}
 	if opts.BufferSize <= 0 {
 		opts.BufferSize = 256
+	}
+	if opts.MaxRelayedStrangers <= 0 {
+		opts.MaxRelayedStrangers = DefaultMaxRelayedStrangers
+	}
+	if opts.RelayWindow <= 0 {
+		opts.RelayWindow = DefaultRelayWindow
+	}
+	if opts.RelayPenalty <= 0 {
+		opts.RelayPenalty = DefaultRelayPenalty
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	relays := newRelayQuota(opts)
+	app := opts.AppScore
+	score := func(p peer.ID) float64 {
+		s := relays.Score(p)
+		if app != nil {
+			s += app(p)
+		}
+		return s
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	po := []pubsub.Option{
@@ -93,7 +142,7 @@ func NewGossip(ctx context.Context, h host.Host, opts GossipOptions) (*Gossip, e
 		pubsub.WithMaxMessageSize(max(opts.MaxMessageBytes+64<<10, 1<<20)),
 	}
 	if !opts.NoScoring {
-		po = append(po, pubsub.WithPeerScore(scoreParams(opts.AppScore), scoreThresholds()))
+		po = append(po, pubsub.WithPeerScore(scoreParams(score), scoreThresholds()))
 	}
 	po = append(po, opts.PubSubOptions...)
 	ps, err := pubsub.NewGossipSub(ctx, h, po...)
@@ -101,7 +150,7 @@ func NewGossip(ctx context.Context, h host.Host, opts GossipOptions) (*Gossip, e
 		cancel()
 		return nil, fmt.Errorf("p2p: start gossipsub: %w", err)
 	}
-	return &Gossip{h: h, ps: ps, opts: opts, cancel: cancel, topics: map[string]*Topic{}}, nil
+	return &Gossip{h: h, ps: ps, opts: opts, cancel: cancel, relays: relays, topics: map[string]*Topic{}}, nil
 }
 
 // Close leaves every topic and stops GossipSub.
@@ -124,7 +173,7 @@ func (g *Gossip) Stats() GossipStats {
 	return GossipStats{
 		MessagesIn: g.msgsIn.Load(), BytesIn: g.bytesIn.Load(),
 		MessagesOut: g.msgsOut.Load(), BytesOut: g.bytesOut.Load(),
-		Rejected: g.rejected.Load(), Ignored: g.ignored.Load(),
+		Rejected: g.rejected.Load(), Ignored: g.ignored.Load(), Strangers: g.strangers.Load(),
 	}
 }
 
@@ -290,9 +339,13 @@ const digestMagic = "md"
 
 func hasMagic(b []byte, magic string) bool { return len(b) >= 2 && string(b[:2]) == magic }
 
-// validate is the topic validator: malformed, oversize or forged (the peer
-// named inside differs from the signer, or another model) -> reject; stale
-// or replayed -> ignore; else accept, with the decoded value attached.
+// validate is the topic validator: oversize, malformed or forged (the peer
+// named inside differs from the signer, or another model) -> reject; an
+// author that is not a connected topic member (see Topic.member; counted
+// against the relay's quota), stale or replayed -> ignore; else accept,
+// with the decoded value attached. Ignoring strangers rather than
+// rejecting them spares an honest relay the penalty for invalid messages:
+// in a mesh that is not fully connected it forwards authors we lack.
 func (t *Topic) validate(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 	res := t.decide(m)
 	switch res {
@@ -312,6 +365,11 @@ func (t *Topic) decide(m *pubsub.Message) pubsub.ValidationResult {
 	author := m.GetFrom()
 	if author == "" {
 		return pubsub.ValidationReject
+	}
+	if !t.member(author) {
+		t.g.strangers.Add(1)
+		t.g.relays.stranger(m.ReceivedFrom, author)
+		return pubsub.ValidationIgnore
 	}
 	switch {
 	case hasMagic(data, digestMagic):

@@ -45,8 +45,16 @@ type InferServiceOptions struct {
 	// WriteTimeout bounds each frame write (default 10 s): a client that
 	// stops reading loses its stream.
 	WriteTimeout time.Duration
-	// MaxDuration bounds a request that carries no deadline (default 10 min).
+	// MaxDuration bounds every request served (default 10 min): one that
+	// carries no deadline, or a later one, gets this much from its arrival.
 	MaxDuration time.Duration
+	// MaxPromptTokens bounds the prompt a request frame may decode to
+	// (default MaxFrame/4, so the decoded tokens, 4 bytes each, take no
+	// more memory than the frame they came in; at most MaxPromptTokens,
+	// the codec's limit). A longer prompt is a bad request, refused before
+	// anything is allocated for it. Set it to the served context to refuse
+	// what the engine would refuse anyway.
+	MaxPromptTokens int
 	// BusyRetryAfter is the retry hint sent with ErrBusy (default 1 s).
 	BusyRetryAfter time.Duration
 }
@@ -69,6 +77,8 @@ func (o *InferServiceOptions) defaults() {
 	defd(&o.WriteTimeout, 10*time.Second)
 	defd(&o.MaxDuration, 10*time.Minute)
 	defd(&o.BusyRetryAfter, time.Second)
+	def(&o.MaxPromptTokens, o.MaxFrame/4)
+	o.MaxPromptTokens = max(1, min(o.MaxPromptTokens, MaxPromptTokens))
 }
 
 // InferStats counts what an InferService did; see InferService.Stats.
@@ -178,14 +188,12 @@ func (s *InferService) handle(st network.Stream) {
 	}()
 	from := st.Conn().RemotePeer()
 
-	f, err := fc.readFrame(0)
-	if err != nil || f.Type != FrameInferRequest {
+	req, received, err := s.readRequest(fc)
+	if errors.Is(err, errNotARequest) {
 		s.reset.Add(1)
 		_ = st.Reset()
 		return
 	}
-	received := time.Now()
-	req, err := DecodeInferRequest(f.Payload, received)
 	if err == nil && req.Hops > 1 {
 		err = badRequest("hop limit: request forwarded %d times, the limit is 1", req.Hops)
 	}
@@ -201,11 +209,12 @@ func (s *InferService) handle(st network.Stream) {
 	}
 	defer s.release(from)
 
-	deadline := req.Deadline
-	if deadline.IsZero() {
-		deadline = received.Add(s.opts.MaxDuration)
+	// The origin's deadline, but never later than MaxDuration from now: a
+	// remote peer cannot hold a slot longer by asking for more.
+	if limit := received.Add(s.opts.MaxDuration); req.Deadline.IsZero() || req.Deadline.After(limit) {
+		req.Deadline = limit
 	}
-	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	ctx, cancel := context.WithDeadline(s.ctx, req.Deadline)
 	defer cancel()
 
 	// The client keeps its write side open until it has the last frame, so
@@ -298,4 +307,24 @@ func (s *InferService) finishError(st network.Stream, fc *frameConn, ie *InferEr
 	}
 	s.failed.Add(1)
 	_ = st.Close()
+}
+
+// errNotARequest: the stream did not start with a request frame (it failed,
+// timed out or sent another frame type); it is reset without an answer.
+var errNotARequest = errors.New("p2p: no request frame")
+
+// readRequest reads and decodes a stream's request frame, with a prompt of
+// at most MaxPromptTokens; received is when it was read. An error other
+// than errNotARequest is the payload's, to be answered as a bad request.
+// At its peak it holds the frame (at most MaxFrame bytes) and the decoded
+// request (4 bytes a token, and the strings copied out of the frame):
+// TestInferRequestWorstCaseMemory measures it.
+func (s *InferService) readRequest(fc *frameConn) (req *InferRequest, received time.Time, err error) {
+	f, err := fc.readFrame(0)
+	if err != nil || f.Type != FrameInferRequest {
+		return nil, time.Time{}, errNotARequest
+	}
+	received = time.Now()
+	req, err = decodeInferRequest(f.Payload, received, s.opts.MaxPromptTokens)
+	return req, received, err
 }

@@ -2,12 +2,8 @@ package p2p
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -16,28 +12,16 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
-)
-
-// MemberProtocol is the stream protocol of the mesh-secret handshake.
-const MemberProtocol protocol.ID = "/meshllm/member/1.0.0"
-
-// MinSecretLen is the shortest mesh secret accepted, in bytes.
-const MinSecretLen = 16
-
-// nonceLen is the size of each side's challenge; macLen of an HMAC-SHA256.
-const (
-	nonceLen = 32
-	macLen   = sha256.Size
 )
 
 // MembershipConfig configures a Membership; zero fields take the default
 // in their comment.
 type MembershipConfig struct {
-	// Secret is the mesh secret, shared out of band by the mesh's members
-	// (at least MinSecretLen bytes). Empty means no handshake: membership
-	// is the Gater's allowlist alone.
-	Secret []byte
+	// Key is the mesh key, shared out of band by the mesh's members:
+	// MeshKeyLen bytes, from a key file (ParseMeshKey) or derived from a
+	// passphrase (MeshKeyFromPassphrase). Empty means no handshake:
+	// membership is the Gater's allowlist alone.
+	Key []byte
 	// Gater, when set, blocks the peers that fail the handshake (so they
 	// cannot reconnect for BlockFor), and its allowlist, if any, must also
 	// list a member. Give the same Gater to Config.ConnectionGater.
@@ -68,17 +52,20 @@ type MembershipStats struct {
 // Membership keeps a private mesh private: it tells members from
 // outsiders, and refuses outsiders everything the mesh offers.
 //
-// With a Secret, every new connection runs a challenge-response over
-// MemberProtocol, started by the side that dialed: the dialer sends a
-// nonce, the listener answers with its nonce and an HMAC-SHA256, keyed by
-// the secret, over a label, its role, both peer IDs (as the secure channel
-// authenticated them) and both nonces; the dialer checks it and answers
-// with its own HMAC. Each side counts the other a member once its HMAC
-// checked. A peer that sends a wrong HMAC, does not speak the protocol, or
-// has not finished within HandshakeTimeout is disconnected and blocked on
-// the Gater. Replaying a recorded handshake fails (fresh nonces), and
-// relaying one between two other peers fails (the peer IDs are those of
-// the connection).
+// With a Key, every new connection runs a challenge-response over
+// MemberProtocol, started by the side that dialed: both sides send a
+// fresh nonce, then the dialer proves it holds the key (an HMAC-SHA256,
+// keyed by a subkey of the mesh key, over the protocol ID, its role, both
+// peer IDs as the secure channel authenticated them and both nonces); the
+// listener checks that proof before it sends its own. A listener thus
+// reveals nothing keyed by the mesh key to a dialer that does not hold it
+// (no proof to grind offline); a dialer reveals its proof to whoever it
+// dials (see docs/security.md). Each side counts the other a member once
+// its proof checked. A peer that sends a wrong proof, does not speak the
+// protocol, or has not finished within HandshakeTimeout is disconnected
+// and blocked on the Gater. Replaying a recorded handshake fails (fresh
+// nonces), and relaying one between two other peers fails (the peer IDs
+// are those of the connection).
 //
 // Until a peer is a member it gets nothing: Guard refuses its inference
 // requests, PubSubOptions drop its gossip and keep it out of topic meshes,
@@ -96,6 +83,8 @@ type Membership struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	hkey []byte // MeshSubkey(cfg.Key, handshakeSubkey); nil without a Key
+
 	mu      sync.Mutex
 	closed  bool
 	members map[peer.ID]struct{}
@@ -109,11 +98,11 @@ type Membership struct {
 // handshake protocol and handshakes on every connection, those already
 // open included. Close stops it.
 func NewMembership(h host.Host, cfg MembershipConfig) (*Membership, error) {
-	if len(cfg.Secret) > 0 && len(cfg.Secret) < MinSecretLen {
-		return nil, fmt.Errorf("p2p: mesh secret of %d bytes, want at least %d", len(cfg.Secret), MinSecretLen)
+	if len(cfg.Key) != 0 && len(cfg.Key) != MeshKeyLen {
+		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrMeshKey, len(cfg.Key), MeshKeyLen)
 	}
-	if len(cfg.Secret) == 0 && cfg.Gater == nil {
-		return nil, errors.New("p2p: membership needs a secret or a gater with an allowlist")
+	if len(cfg.Key) == 0 && cfg.Gater == nil {
+		return nil, errors.New("p2p: membership needs a mesh key or a gater with an allowlist")
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
@@ -131,9 +120,10 @@ func NewMembership(h host.Host, cfg MembershipConfig) (*Membership, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Membership{h: h, cfg: cfg, log: log, ctx: ctx, cancel: cancel,
 		members: map[peer.ID]struct{}{}, pending: map[peer.ID]*time.Timer{}}
-	if len(cfg.Secret) == 0 {
+	if len(cfg.Key) == 0 {
 		return m, nil // the gater's allowlist decides; nothing to run
 	}
+	m.hkey = MeshSubkey(cfg.Key, handshakeSubkey)
 	h.SetStreamHandler(MemberProtocol, m.respond)
 	m.notifee = &network.NotifyBundle{
 		ConnectedF:    func(_ network.Network, c network.Conn) { m.connected(c) },
@@ -169,7 +159,7 @@ func (m *Membership) Close() error {
 }
 
 // IsMember reports whether p belongs to the mesh: listed by the Gater (if
-// it has an allowlist) and, with a Secret, proven by a handshake on its
+// it has an allowlist) and, with a Key, proven by a handshake on its
 // current connection.
 func (m *Membership) IsMember(p peer.ID) bool {
 	if p == m.h.ID() {
@@ -178,7 +168,7 @@ func (m *Membership) IsMember(p peer.ID) bool {
 	if m.cfg.Gater != nil && !m.cfg.Gater.Allowed(p) {
 		return false
 	}
-	if len(m.cfg.Secret) == 0 {
+	if m.hkey == nil {
 		return true
 	}
 	m.mu.Lock()
@@ -264,10 +254,15 @@ func (m *Membership) admit(p peer.ID) {
 	}
 }
 
-// fail blocks p on the gater and closes its connections.
+// fail refuses p: counts and logs the refusal, blocks p on the gater and
+// closes its connections. A failure outside p's pending window (the
+// window's timer refused it already, or it left) changes nothing, unless
+// it is a proof that failed: the other side's refusal may close the
+// connection, and so the window, just before this side's report.
 func (m *Membership) fail(p peer.ID, why error) {
 	m.mu.Lock()
-	if t, ok := m.pending[p]; ok {
+	t, pending := m.pending[p]
+	if pending {
 		t.Stop()
 		delete(m.pending, p)
 	}
@@ -277,6 +272,9 @@ func (m *Membership) fail(p peer.ID, why error) {
 	if member || closed {
 		return // proven on another connection meanwhile, or shutting down
 	}
+	if !pending && !handshakeFinal(why) {
+		return
+	}
 	m.refused.Add(1)
 	m.log.Info("refused a peer that is not a mesh member", "peer", p, "err", why)
 	if m.cfg.Gater != nil {
@@ -285,128 +283,26 @@ func (m *Membership) fail(p peer.ID, why error) {
 	_ = m.h.Network().ClosePeer(p)
 }
 
-// mac is the HMAC a side sends: role is "dialer" or "listener".
-func (m *Membership) mac(role string, dialer, listener peer.ID, nd, nl []byte) []byte {
-	h := hmac.New(sha256.New, m.cfg.Secret)
-	for _, part := range [][]byte{[]byte("meshllm member handshake v1"), []byte(role), []byte(dialer), []byte(listener), nd, nl} {
-		var n [4]byte
-		n[0], n[1], n[2], n[3] = byte(len(part)>>24), byte(len(part)>>16), byte(len(part)>>8), byte(len(part))
-		h.Write(n[:])
-		h.Write(part)
-	}
-	return h.Sum(nil)
-}
-
-// errBadMAC is a handshake answered with a wrong HMAC.
-var errBadMAC = errors.New("wrong handshake HMAC")
-
-// initiate runs the dialer's side of the handshake with p, retrying with
-// backoff within HandshakeTimeout when the stream fails (the peer may
-// still be starting its Membership: its libp2p host connects first); a
-// wrong HMAC fails at once.
-func (m *Membership) initiate(p peer.ID) error {
-	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.HandshakeTimeout)
-	defer cancel()
-	wait := 50 * time.Millisecond
-	for {
-		err := m.handshake(ctx, p)
-		if err == nil || errors.Is(err, errBadMAC) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
-}
-
-// handshake is one attempt of initiate.
-func (m *Membership) handshake(ctx context.Context, p peer.ID) error {
-	st, err := m.h.NewStream(network.WithAllowLimitedConn(ctx, "membership"), p, MemberProtocol)
-	if err != nil {
-		return fmt.Errorf("open handshake: %w", err)
-	}
-	defer st.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = st.SetDeadline(dl)
-	}
-	nd := make([]byte, nonceLen)
-	_, _ = rand.Read(nd)
-	if _, err := st.Write(nd); err != nil {
-		_ = st.Reset()
-		return err
-	}
-	buf := make([]byte, nonceLen+macLen)
-	if _, err := io.ReadFull(st, buf); err != nil {
-		_ = st.Reset()
-		return fmt.Errorf("read challenge answer: %w", err)
-	}
-	nl, got := buf[:nonceLen], buf[nonceLen:]
-	self := m.h.ID()
-	if !hmac.Equal(got, m.mac("listener", self, p, nd, nl)) {
-		_ = st.Reset()
-		return errBadMAC
-	}
-	if _, err := st.Write(m.mac("dialer", self, p, nd, nl)); err != nil {
-		_ = st.Reset()
-		return err
-	}
-	m.admit(p)
-	return nil
-}
-
-// respond runs the listener's side of the handshake on st.
-func (m *Membership) respond(st network.Stream) {
-	p := st.Conn().RemotePeer()
-	_ = st.SetDeadline(time.Now().Add(m.cfg.HandshakeTimeout))
-	err := func() error {
-		nd := make([]byte, nonceLen)
-		if _, err := io.ReadFull(st, nd); err != nil {
-			return fmt.Errorf("read challenge: %w", err)
-		}
-		nl := make([]byte, nonceLen)
-		_, _ = rand.Read(nl)
-		self := m.h.ID()
-		if _, err := st.Write(append(nl, m.mac("listener", p, self, nd, nl)...)); err != nil {
-			return err
-		}
-		got := make([]byte, macLen)
-		if _, err := io.ReadFull(st, got); err != nil {
-			return fmt.Errorf("read answer: %w", err)
-		}
-		if !hmac.Equal(got, m.mac("dialer", p, self, nd, nl)) {
-			return errBadMAC
-		}
-		return nil
-	}()
-	if err != nil {
-		_ = st.Reset()
-		m.fail(p, err)
-		return
-	}
-	_ = st.Close()
-	m.admit(p)
-}
-
 // errNotMember is the message a non-member's request is refused with.
 const errNotMember = "not a member of this mesh"
 
 // Guard wraps an InferHandler so that requests from peers that are not
-// members are refused with ErrBadRequest (the origin then serves them
-// itself) without reaching h.
+// members are refused without reaching h. The refusal is ErrBusy with a
+// retry hint of the handshake window, not a bad request: a member whose
+// handshake is still pending is told to come back, and its router, which
+// counts every other failed forward against the serving peer's trust, does
+// not blame this peer for it. The origin serves the request itself.
 func (m *Membership) Guard(h InferHandler) InferHandler {
 	return func(ctx context.Context, from peer.ID, req *InferRequest, send func(InferPiece) error) (*InferFinal, error) {
 		if !m.IsMember(from) {
-			return nil, &InferError{Code: ErrBadRequest, Message: errNotMember}
+			return nil, &InferError{Code: ErrBusy, Message: errNotMember, RetryAfter: m.cfg.HandshakeTimeout}
 		}
 		return h(ctx, from, req, send)
 	}
 }
 
 // GuardSnapshots wraps a SnapshotProvider so that peers that are not
-// members (in secret mode: not yet proven by the handshake, whose window
+// members (with a key: not yet proven by the handshake, whose window
 // is open for HandshakeTimeout after they connect) get no digest: they are
 // answered as if this peer did not serve the model.
 func (m *Membership) GuardSnapshots(p SnapshotProvider) SnapshotProvider {

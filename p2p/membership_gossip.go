@@ -13,8 +13,9 @@ import (
 // GossipOptions.AppScore:
 //
 //   - a default validator ignores every message relayed by a peer that is
-//     not a member (the relay, not the author: an author we never met is
-//     fine once members relayed it, since members accept only members);
+//     not a member (the relay; the topic validator separately accepts only
+//     authors this host is connected to and who are on the topic, see
+//     gossip_relay.go);
 //   - a peer filter keeps non-members out of topic meshes, gossip
 //     (IHAVE/IWANT) and grafts; it is asked again at every heartbeat, so a
 //     peer that proves membership later joins then.

@@ -153,21 +153,25 @@ func TestAllowlistRefusesOutsiders(t *testing.T) {
 	})
 }
 
-// TestSecretHandshake: peers holding the mesh secret prove it to each
-// other and serve each other; a peer with another secret is disconnected
-// at the handshake and blocked; a peer that never answers the handshake
-// gets nothing while connected and is disconnected at the timeout.
+// TestSecretHandshake: peers holding the mesh key (here derived from a
+// passphrase) prove it to each other and serve each other on real
+// hosts; a peer with another key is disconnected at the handshake and
+// blocked; a peer that never answers the handshake gets nothing while
+// connected and is disconnected at the timeout.
 func TestSecretHandshake(t *testing.T) {
+	key, err := MeshKeyFromPassphrase([]byte("correct horse battery staple"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	forTransports(t, func(t *testing.T, quic bool) {
-		secret := []byte("correct horse battery staple")
-		mc := &MembershipConfig{Secret: secret, HandshakeTimeout: 2 * time.Second}
+		mc := &MembershipConfig{Key: key, HandshakeTimeout: 2 * time.Second}
 		pa, ida := newIdentity(t)
 		pb, idb := newIdentity(t)
 		pw, idw := newIdentity(t)
 		ps, ids := newIdentity(t)
 		a := startMember(t, quic, pa, nil, mc)
 		b := startMember(t, quic, pb, nil, mc)
-		wrong := startMember(t, quic, pw, nil, &MembershipConfig{Secret: []byte("another secret, same length.")})
+		wrong := startMember(t, quic, pw, nil, &MembershipConfig{Key: GenerateMeshKey()})
 		silent := startMember(t, quic, ps, nil, nil) // speaks no handshake
 
 		if err := b.connect(a); err != nil {
@@ -186,7 +190,7 @@ func TestSecretHandshake(t *testing.T) {
 			t.Fatalf("member's snapshot pull: %v", err)
 		}
 
-		// Wrong secret, dialing a member: both sides refuse the HMAC.
+		// Wrong key, dialing a member: the member refuses its proof.
 		_ = wrong.connect(a)
 		waitFor(t, 10*time.Second, "the wrong-secret peer to be disconnected", func() bool {
 			return !connected(a.h, idw) && a.m.Stats().Refused >= 1
@@ -206,8 +210,8 @@ func TestSecretHandshake(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := silent.infer(a)
-		if !errors.Is(err, ErrBadRequest) {
-			t.Fatalf("a pending peer's request: %v, want ErrBadRequest", err)
+		if !errors.Is(err, ErrBusy) {
+			t.Fatalf("a pending peer's request: %v, want ErrBusy (come back after the handshake)", err)
 		}
 		if err := silent.snapshot(a); !errors.Is(err, ErrUnknownModel) {
 			t.Fatalf("a pending peer's snapshot pull: %v, want ErrUnknownModel (no digest for outsiders)", err)
@@ -229,11 +233,13 @@ func TestSecretHandshake(t *testing.T) {
 
 func TestMembershipConfig(t *testing.T) {
 	hs := mockHosts(t, 1)
-	if _, err := NewMembership(hs[0], MembershipConfig{Secret: []byte("short")}); err == nil {
-		t.Fatal("a short secret was accepted")
+	for _, n := range []int{1, MeshKeyLen - 1, MeshKeyLen + 1} {
+		if _, err := NewMembership(hs[0], MembershipConfig{Key: make([]byte, n)}); !errors.Is(err, ErrMeshKey) {
+			t.Fatalf("a key of %d bytes: %v, want ErrMeshKey", n, err)
+		}
 	}
 	if _, err := NewMembership(hs[0], MembershipConfig{}); err == nil {
-		t.Fatal("membership with neither secret nor gater was accepted")
+		t.Fatal("membership with neither key nor gater was accepted")
 	}
 	ids, err := ParseAllowlist([]string{"12D3KooWHgsC6jySEyxbtBE4hXte5hVijW7WrZA8ivWRsnyY6VvR"})
 	if err != nil || len(ids) != 1 {
@@ -248,8 +254,7 @@ func TestMembershipConfig(t *testing.T) {
 // that has not proven membership (pending) neither gets their messages
 // nor gets its own delivered.
 func TestMembershipGossip(t *testing.T) {
-	secret := []byte("correct horse battery staple")
-	mc := &MembershipConfig{Secret: secret, HandshakeTimeout: 30 * time.Second} // the outsider stays pending
+	mc := &MembershipConfig{Key: GenerateMeshKey(), HandshakeTimeout: 30 * time.Second} // the outsider stays pending
 	pa, _ := newIdentity(t)
 	pb, idb := newIdentity(t)
 	pp, idp := newIdentity(t)

@@ -182,11 +182,20 @@ func (r *InferRequest) AppendBinary(b []byte, now time.Time) []byte {
 // receiver's clock, against which the deadline is rebuilt. Errors wrap
 // ErrFrameMalformed.
 func DecodeInferRequest(p []byte, now time.Time) (*InferRequest, error) {
+	return decodeInferRequest(p, now, MaxPromptTokens)
+}
+
+// decodeInferRequest is DecodeInferRequest with a prompt of at most
+// maxPrompt tokens (<= MaxPromptTokens); a longer one fails before its
+// tokens are allocated.
+func decodeInferRequest(p []byte, now time.Time, maxPrompt int) (*InferRequest, error) {
 	d := decoder{b: p}
 	ext := d.versionUpTo("infer request", wireVersionExt) == wireVersionExt
 	r := &InferRequest{}
 	r.ModelID = d.str(MaxModelIDLen)
-	if n := d.count(MaxPromptTokens, 1); n > 0 {
+	if n := d.count(MaxPromptTokens, 1); n > maxPrompt {
+		d.fail("prompt of %d tokens, this peer decodes at most %d", n, maxPrompt)
+	} else if n > 0 {
 		r.Prompt = make([]int32, n)
 		for i := range r.Prompt {
 			r.Prompt[i] = int32(d.uvarint(maxTokenID))

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/meshllm/meshllm/node"
 	"github.com/meshllm/meshllm/p2p"
 	"github.com/urfave/cli/v2"
@@ -32,10 +31,6 @@ func meshFlags() []cli.Flag {
 			Usage: "find peers on the local network with mDNS"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "loopback", EnvVars: []string{"MESHLLM_LOOPBACK"},
 			Usage: "testnet preset for many peers on one machine: 127.0.0.1, random ports, DHT server, no NAT traversal"}),
-		altsrc.NewStringFlag(&cli.StringFlag{Name: "mesh-secret", EnvVars: []string{"MESHLLM_MESH_SECRET"},
-			Usage: "private mesh: only peers proving this shared secret (16+ bytes) get gossip and inference"}),
-		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allow-peer", EnvVars: []string{"MESHLLM_ALLOW_PEERS"},
-			Usage: "private mesh: peer IDs allowed to connect (repeatable); others are refused at the handshake"}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "wan", EnvVars: []string{"MESHLLM_WAN"},
 			Usage: "routing policy for peers across the internet (larger margins, staler digests tolerated)"}),
 	}
@@ -53,7 +48,7 @@ func joinCommand() *cli.Command {
 	return withConfigFile(&cli.Command{
 		Name:  "join",
 		Usage: "serve a model and join the mesh: route each request to the peer that holds its prefix when that is faster",
-		Flags: append(flags, meshFlags()...),
+		Flags: append(append(flags, meshFlags()...), accessFlagDefs()...),
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -81,34 +76,21 @@ func p2pConfig(c *cli.Context) p2p.Config {
 	return cfg
 }
 
-// access is who may use a peer: everyone (the zero value), the holders of a
-// mesh secret, the peers of an allowlist, or both.
-type access struct {
-	secret []byte
-	allow  []peer.ID // nil: no allowlist
-}
-
-func accessFlags(c *cli.Context) (access, error) {
-	var a access
-	if s := c.String("mesh-secret"); s != "" {
-		a.secret = []byte(s)
-	}
-	if ids := c.StringSlice("allow-peer"); len(ids) > 0 {
-		allow, err := p2p.ParseAllowlist(ids)
-		if err != nil {
-			return a, err
-		}
-		a.allow = allow
-	}
-	return a, nil
-}
-
 // join runs one mesh peer until ctx ends.
 func join(ctx context.Context, c *cli.Context) error {
 	if c.Bool("loopback") && !c.IsSet("threads") {
 		// Many peers share this machine's cores, and ggml's threads
 		// spin-wait: one thread each avoids the oversubscription stalls.
 		c.Set("threads", "1")
+	}
+	// Secrets first: a bad key file is reported before the model loads.
+	acc, err := accessFlags(c)
+	if err != nil {
+		return err
+	}
+	hcfg, err := httpConfig(c)
+	if err != nil {
+		return err
 	}
 	eng, err := loadEngine(c)
 	if err != nil {
@@ -126,11 +108,7 @@ func join(ctx context.Context, c *cli.Context) error {
 	if c.Bool("wan") {
 		policy = node.WANPolicy()
 	}
-	acc, err := accessFlags(c)
-	if err != nil {
-		return err
-	}
-	p, err := startPeer(ctx, eng, peerConfig{p2p: p2pConfig(c), http: httpConfig(c), policy: policy, access: acc, events: os.Stderr, embed: embeddingsOf(emb)})
+	p, err := startPeer(ctx, eng, peerConfig{p2p: p2pConfig(c), http: hcfg, policy: policy, access: acc, events: os.Stderr, embed: embeddingsOf(emb)})
 	if err != nil {
 		return err
 	}

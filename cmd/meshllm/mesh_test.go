@@ -373,15 +373,37 @@ func TestTwentyPeersFindEachOther(t *testing.T) {
 	})
 }
 
-// TestPrivateMeshRefusesOutsiders: peers holding the mesh secret form a
-// mesh; a peer with another secret, joining through the same bootstrap
-// peer, gets neither their gossip nor a place in their view.
+// TestPrivateMeshRefusesOutsiders: peers holding the mesh passphrase form
+// a mesh; a peer with another passphrase, joining through the same
+// bootstrap peer, gets neither their gossip nor a place in their view.
 func TestPrivateMeshRefusesOutsiders(t *testing.T) {
 	const secret = "correct horse battery staple"
-	boot := startJoin(t, "boot", "--bootstrap-node", "--mesh-secret", secret)
-	a := startJoin(t, "a", "--bootstrap", boot.addr, "--mesh-secret", secret)
-	outsider := startJoin(t, "outsider", "--bootstrap", boot.addr, "--mesh-secret", "a different secret, same length")
-	b := startJoin(t, "b", "--bootstrap", boot.addr, "--mesh-secret", secret)
+	privateMeshRefusesOutsiders(t, []string{"--mesh-secret", secret}, []string{"--mesh-secret", "a different secret, same length"})
+}
+
+// TestPrivateMeshKeyFile is TestPrivateMeshRefusesOutsiders with key
+// files, the recommended way: members share one key file, the outsider
+// holds another.
+func TestPrivateMeshKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	member, outsider := filepath.Join(dir, "mesh.key"), filepath.Join(dir, "other.key")
+	for _, p := range []string{member, outsider} {
+		if err := writeMeshKeyFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	privateMeshRefusesOutsiders(t, []string{"--mesh-key-file", member}, []string{"--mesh-key-file", outsider})
+}
+
+// privateMeshRefusesOutsiders starts a bootstrap peer and two members
+// with memberArgs, and an outsider with outsiderArgs joining through the
+// same bootstrap peer; the members must meet, and the outsider get
+// neither their gossip nor a place in their view.
+func privateMeshRefusesOutsiders(t *testing.T, memberArgs, outsiderArgs []string) {
+	boot := startJoin(t, "boot", append([]string{"--bootstrap-node"}, memberArgs...)...)
+	a := startJoin(t, "a", append([]string{"--bootstrap", boot.addr}, memberArgs...)...)
+	outsider := startJoin(t, "outsider", append([]string{"--bootstrap", boot.addr}, outsiderArgs...)...)
+	b := startJoin(t, "b", append([]string{"--bootstrap", boot.addr}, memberArgs...)...)
 	waitFor(t, "A to learn B through the private mesh", 60*time.Second, func() bool { return a.knows(t, b.peerID, false) })
 	for _, p := range []*proc{boot, a, b} {
 		for _, q := range p.mesh(t).Peers {

@@ -98,8 +98,8 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 		}
 	}
 	var membership *p2p.Membership
-	if acc.secret != nil || acc.allow != nil {
-		membership, err = p2p.NewMembership(host.LibP2P(), p2p.MembershipConfig{Secret: acc.secret, Gater: gater, Logger: slog.Default()})
+	if acc.key != nil || acc.allow != nil {
+		membership, err = p2p.NewMembership(host.LibP2P(), p2p.MembershipConfig{Key: acc.key, Gater: gater, Logger: slog.Default()})
 		if err != nil {
 			return fail(err)
 		}

@@ -19,29 +19,38 @@ func httpFlags() []cli.Flag {
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "listen", Value: d.ListenAddr, EnvVars: []string{"MESHLLM_LISTEN"},
 			Usage: "HTTP address of the OpenAI and Ollama APIs; loopback unless you also set --api-token"}),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "api-token", EnvVars: []string{"MESHLLM_API_TOKEN"},
-			Usage: "bearer token the API requires (mandatory off loopback)"}),
+			Usage: "bearer token the API requires (mandatory off loopback); prefer --api-token-file or the environment"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "api-token-file", EnvVars: []string{"MESHLLM_API_TOKEN_FILE"}, TakesFile: true,
+			Usage: "a file holding the bearer token (instead of --api-token)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "max-tokens-limit", EnvVars: []string{"MESHLLM_MAX_TOKENS_LIMIT"},
 			Usage: "largest max_tokens a request may ask (default: the context length)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "request-timeout", Value: d.RequestTimeout, EnvVars: []string{"MESHLLM_REQUEST_TIMEOUT"},
 			Usage: "longest one request may take, queueing included"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "max-connections", Value: d.MaxConnections, EnvVars: []string{"MESHLLM_MAX_CONNECTIONS"},
+			Usage: "most HTTP connections held open at once; more wait until one closes (0: no limit)"}),
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-origins", EnvVars: []string{"MESHLLM_ORIGINS"},
 			Usage: "browser origins, besides localhost's and desktop apps', whose web apps may call the API " +
 				"(repeatable or comma-separated; e.g. http://192.168.1.5:3000, chrome-extension://ID, https://*.example.com; * for any)"}),
 	}
 }
 
-func httpConfig(c *cli.Context) httpapi.Config {
+func httpConfig(c *cli.Context) (httpapi.Config, error) {
 	cfg := httpapi.DefaultConfig()
 	cfg.ListenAddr = c.String("listen")
-	cfg.APIToken = c.String("api-token")
+	tok, err := apiToken(c)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.APIToken = tok
 	cfg.MaxTokensLimit = c.Int("max-tokens-limit")
 	cfg.RequestTimeout = c.Duration("request-timeout")
+	cfg.MaxConnections = c.Int("max-connections")
 	for _, o := range c.StringSlice("allowed-origins") {
 		if o = strings.TrimSpace(o); o != "" {
 			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
 		}
 	}
-	return cfg
+	return cfg, nil
 }
 
 func serveCommand() *cli.Command {
@@ -64,7 +73,11 @@ func serveCommand() *cli.Command {
 			if emb != nil {
 				defer emb.Close()
 			}
-			srv, err := httpapi.NewServer(httpConfig(c), eng, httpapi.WithEmbeddings(embeddingsOf(emb)))
+			hcfg, err := httpConfig(c)
+			if err != nil {
+				return err
+			}
+			srv, err := httpapi.NewServer(hcfg, eng, httpapi.WithEmbeddings(embeddingsOf(emb)))
 			if err != nil {
 				return err
 			}

@@ -43,6 +43,35 @@ type Config struct {
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
 
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers to its last byte; a body still arriving then is cut with 408
+	// and its connection closed. It does not touch the reply: the deadline
+	// is lifted once the body is read. 0 disables it.
+	BodyTimeout time.Duration
+
+	// WriteTimeout bounds each write to a client (a streamed event, a
+	// reply, a flush), not the whole response as http.Server's field of the
+	// same name does: every write gets a fresh deadline, so a stream of any
+	// length keeps going while its client reads, and a client that stops
+	// reading loses its request (which frees its slot). 0 disables it.
+	WriteTimeout time.Duration
+
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request before the server closes it. 0 disables it (connections are
+	// then kept until the client closes them).
+	IdleTimeout time.Duration
+
+	// MaxConnections caps the connections Serve (and ListenAndServe) holds
+	// open at once; beyond it, new connections wait in the listen backlog
+	// until one closes. 0 means no limit.
+	MaxConnections int
+
+	// MaxPromptBytesPerToken bounds a prompt's length in bytes before it is
+	// tokenized: a prompt (or rendered chat) longer than this many bytes
+	// per token of the context (or of MaxPromptTokens, when smaller) is a
+	// 400 without running the tokenizer. 0 disables the check.
+	MaxPromptBytesPerToken int
+
 	// ShutdownTimeout is how long a graceful shutdown waits for requests in
 	// flight before closing their connections.
 	ShutdownTimeout time.Duration
@@ -99,6 +128,31 @@ func DefaultConfig() Config {
 		RequestTimeout: 10 * time.Minute,
 		// 10 seconds: generous for any real client, fatal for slowloris.
 		ReadHeaderTimeout: 10 * time.Second,
+		// 1 minute: a full MaxBodyBytes body (8 MiB) takes 7 s at 10
+		// Mbit/s; a client trickling its body (slowloris on the body) holds
+		// its connection for at most this long after its headers.
+		BodyTimeout: time.Minute,
+		// 30 seconds a write: a client that reads nothing for that long
+		// while its reply is ready has gone, or is holding a generation
+		// slot on purpose; streams of any length are not cut.
+		WriteTimeout: 30 * time.Second,
+		// 2 minutes: longer than the 90 s Go's HTTP client (and most
+		// others) keeps an idle connection, so the client closes first and
+		// never sends a request on a connection the server is closing; an
+		// abandoned connection is freed.
+		IdleTimeout: 2 * time.Minute,
+		// 256: far more than one user's apps and browser tabs open (a
+		// browser keeps 6 per host), well below the usual 1024 open-file
+		// limit that the p2p host shares; each connection costs a goroutine
+		// and ~8 KiB of buffers.
+		MaxConnections: 256,
+		// 16 bytes a token: text averages about 4 bytes a token in the
+		// models' tokenizers, so a prompt over 16 x the context does not
+		// fit and is refused before it costs seconds of tokenizing (an
+		// 8 MiB prompt took 2.65 s of CPU). Only a prompt made mostly of
+		// tokens longer than 16 bytes (long runs of spaces or punctuation)
+		// could fit and still be refused; raise it for such inputs.
+		MaxPromptBytesPerToken: 16,
 		// 10 seconds: short replies in flight finish, shutdown stays prompt.
 		ShutdownTimeout: 10 * time.Second,
 		// 1 second: a slot usually frees within a request's decode time.
@@ -127,8 +181,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: DefaultMaxTokens must be >= 0, got %d", c.DefaultMaxTokens)
 	case c.MaxTokensLimit > 0 && c.DefaultMaxTokens > c.MaxTokensLimit:
 		return fmt.Errorf("node: DefaultMaxTokens %d exceeds MaxTokensLimit %d", c.DefaultMaxTokens, c.MaxTokensLimit)
-	case c.RequestTimeout < 0 || c.ReadHeaderTimeout < 0 || c.ShutdownTimeout < 0 || c.RetryAfter < 0:
+	case c.RequestTimeout < 0 || c.ReadHeaderTimeout < 0 || c.ShutdownTimeout < 0 || c.RetryAfter < 0 ||
+		c.BodyTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
 		return errors.New("node: timeouts must be >= 0")
+	case c.MaxConnections < 0:
+		return fmt.Errorf("node: MaxConnections must be >= 0, got %d", c.MaxConnections)
+	case c.MaxPromptBytesPerToken < 0:
+		return fmt.Errorf("node: MaxPromptBytesPerToken must be >= 0, got %d", c.MaxPromptBytesPerToken)
 	case strings.ContainsAny(c.APIToken, " \t\r\n"):
 		return errors.New("node: APIToken must not contain white space")
 	}

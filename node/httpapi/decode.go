@@ -12,7 +12,8 @@ import (
 
 // readBody reads a request body of at most limit bytes that must be valid
 // UTF-8. (encoding/json would silently turn invalid bytes into U+FFFD and
-// the model would see a prompt the client never sent.)
+// the model would see a prompt the client never sent.) A body that does
+// not arrive within Config.BodyTimeout (see withDeadlines) is a 408.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
@@ -20,6 +21,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 		if errors.As(err, &mbe) {
 			return nil, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
 				message: fmt.Sprintf("request body exceeds %d bytes", limit)}
+		}
+		if bodyTimedOut(err) {
+			return nil, errBodyTimeout(w)
 		}
 		return nil, badRequest("", "reading the request body: %v", err)
 	}

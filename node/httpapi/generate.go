@@ -30,8 +30,13 @@ type job struct {
 	keepAlive *time.Duration
 }
 
-// tokenize turns a rendered prompt into tokens and checks that they fit.
+// tokenize turns a rendered prompt into tokens. A prompt too long in bytes
+// to fit the served context (Config.MaxPromptBytesPerToken) is refused
+// before the tokenizer runs; checkPrompt checks the tokens.
 func (s *Server) tokenize(text string) ([]int32, *apiError) {
+	if e := s.checkPromptBytes(text, s.gen.Info().ContextLength, ""); e != nil {
+		return nil, e.api
+	}
 	tokens, err := s.gen.Tokenize(text)
 	if err != nil {
 		return nil, classify(fmt.Errorf("tokenizing the prompt: %w", err), dialectOpenAI)

@@ -139,12 +139,13 @@ func NewServer(cfg Config, gen Generator, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
-	s.handler = s.routes()
+	s.handler = s.withDeadlines(s.routes())
 	return s, nil
 }
 
 // Handler returns the API's handler: every endpoint, authentication and
-// metrics included.
+// metrics included, and the body and write deadlines (Config.BodyTimeout,
+// Config.WriteTimeout) on whichever http.Server serves it.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Registry returns the Server's Prometheus registry, which GET /metrics
@@ -176,11 +177,16 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // and closes ln. It returns nil after a shutdown caused by ctx, or the error
 // that stopped serving. Serve refuses a non-loopback listener when no API
 // token is set; on a loopback listener it answers only requests addressed
-// to a loopback name (the Host check of origin.go).
+// to a loopback name (the Host check of origin.go). It holds at most
+// Config.MaxConnections connections open and closes those idle for
+// Config.IdleTimeout.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.cfg.checkExposure(ln.Addr().String()); err != nil {
 		ln.Close()
 		return err
+	}
+	if s.cfg.MaxConnections > 0 {
+		ln = newLimitListener(ln, s.cfg.MaxConnections)
 	}
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
@@ -189,8 +195,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		BaseContext:       func(net.Listener) context.Context { return reqBase },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// Idle keep-alive connections; ReadTimeout and WriteTimeout stay
+		// off, as they would cut long streams (see withDeadlines).
+		IdleTimeout: s.cfg.IdleTimeout,
+		BaseContext: func(net.Listener) context.Context { return reqBase },
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -107,10 +108,14 @@ func truncateChat(gen Generator, msgs []infer.Message, tools []infer.Tool, room 
 		return tokens, nil
 	}
 	full, err := render(0)
-	if err != nil {
+	var tooManyBytes *promptBytesError
+	switch {
+	case errors.As(err, &tooManyBytes) && len(groups) > 0:
+		// Too long to tokenize (see boundedTokenizer): it does not fit,
+		// so truncate.
+	case err != nil:
 		return nil, 0, err
-	}
-	if room.fits(len(full)) || len(groups) == 0 {
+	case room.fits(len(full)) || len(groups) == 0:
 		if !room.allowed(len(full)) {
 			return nil, 0, room.tooLong(len(full))
 		}
@@ -201,7 +206,9 @@ func dropCount(groups [][2]int, k int) int {
 // the error shape. Both dialects' chat handlers call it, then checkPrompt.
 func (s *Server) fitChat(msgs []infer.Message, tools []infer.Tool, numCtx int, sampling infer.Sampling, d dialect) (tokens []int32, ctx, dropped int, e *apiError) {
 	room := s.chatRoom(numCtx, sampling.MaxTokens)
-	tokens, dropped, err := truncateChat(s.gen, msgs, tools, room)
+	// Candidates longer in bytes than room.Context can hold are not
+	// tokenized (Config.MaxPromptBytesPerToken).
+	tokens, dropped, err := truncateChat(boundedTokenizer{Generator: s.gen, s: s, ctx: room.Context}, msgs, tools, room)
 	if err != nil {
 		return nil, 0, 0, classify(err, d)
 	}

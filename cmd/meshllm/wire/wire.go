@@ -276,7 +276,11 @@ func LimitedTracker(h host.Host) func(peer.ID) bool {
 }
 
 // ReceiveGossip applies other peers' digests and loads from topic to the
-// mesh view until ctx ends or the topic closes.
+// mesh view until ctx ends or the topic closes. Each is applied as its
+// author's (msg.From, the signer), never the relay's (msg.ReceivedFrom):
+// the topic delivers only messages whose author is a connected topic
+// member, and the mesh bounds what those can hold (node.Mesh's limits; a
+// digest a full view refuses is dropped, and the next one tries again).
 func ReceiveGossip(ctx context.Context, topic *p2p.Topic, mesh *node.Mesh) {
 	for {
 		msg, err := topic.Next(ctx)
@@ -288,7 +292,7 @@ func ReceiveGossip(ctx context.Context, topic *p2p.Topic, mesh *node.Mesh) {
 		switch {
 		case msg.Digest != nil:
 			if _, err := mesh.ApplyDigest(from, msg.Digest, now); err != nil {
-				slog.Debug("digest rejected", "from", from, "err", err)
+				slog.Debug("digest not applied", "from", from, "via", msg.ReceivedFrom, "view_full", errors.Is(err, node.ErrViewFull), "err", err)
 			}
 		case msg.Load != nil:
 			l := msg.Load
