@@ -25,6 +25,7 @@ type seq struct {
 	top       int                  // alternatives per token when logprobs
 	heldLP    []infer.TokenLogprob // logprobs of the held tokens, when logprobs
 	logitIdx  int                  // batch index whose logits to sample this step; -1 if none
+	score     *scoreSeq            // set for a scoring job (score.go): no sampling
 	fed       []int32
 	admitted  time.Time
 	firstTok  time.Time
@@ -82,12 +83,19 @@ func (e *Engine) admit(running []*seq) []*seq {
 		if maxTokens <= 0 || maxTokens > room {
 			maxTokens = room
 		}
+		if j.score != nil {
+			maxTokens = len(j.score.reply) // fits: ValidateScore checked
+		}
 		now := time.Now()
 		slot, cached, ok := e.slots.Acquire(j.req.Prompt, maxTokens, now.UnixNano())
 		if !ok {
 			break
 		}
 		e.queue = e.queue[1:]
+		if j.score != nil {
+			running = append(running, e.admitScore(j, slot, cached, now))
+			continue
+		}
 		sampler, err := llama.NewSamplingContext(e.model, samplingParams(j.req.Sampling, j.grammar, e.info.ContextLength))
 		if err != nil {
 			e.slots.Release(slot, now.UnixNano())
@@ -101,6 +109,7 @@ func (e *Engine) admit(running []*seq) []*seq {
 				err = infer.BadRequestf("json schema admits no reply this model can write (it asks for text no token holds, such as a NUL character)")
 			}
 			if err != nil {
+				freeSampler(sampler)
 				e.slots.Release(slot, now.UnixNano())
 				j.finish(nil, err)
 				continue
@@ -172,10 +181,14 @@ func (e *Engine) step(batch *llama.Batch, running []*seq) []*seq {
 		k := min(len(s.prompt)-s.next, budget)
 		for i := 0; i < k; i++ {
 			last := s.next+i == len(s.prompt)-1
+			logits := last
+			if s.score != nil {
+				last, logits = false, s.score.mark(s.next+i, batch.NumTokens(), len(s.prompt))
+			}
 			if last {
 				s.logitIdx = batch.NumTokens()
 			}
-			batch.Add(int(s.prompt[s.next+i]), nil, s.pos+i, last, s.slot)
+			batch.Add(int(s.prompt[s.next+i]), nil, s.pos+i, logits, s.slot)
 		}
 		s.fed = append(s.fed, s.prompt[s.next:s.next+k]...)
 		budget -= k
@@ -212,6 +225,12 @@ func (e *Engine) step(batch *llama.Batch, running []*seq) []*seq {
 			s.next += len(s.fed)
 		}
 		s.pos += len(s.fed)
+		if s.score != nil {
+			if done := e.scoreRead(s); !done {
+				kept = append(kept, s)
+			}
+			continue
+		}
 		if s.logitIdx < 0 {
 			kept = append(kept, s)
 			continue
@@ -286,8 +305,7 @@ func (e *Engine) sample(s *seq, now time.Time) bool {
 // flushes held-back text and hands the outcome to the caller.
 func (e *Engine) end(s *seq, res *infer.Result, err error, drop bool) {
 	now := time.Now()
-	// The binding exposes no way to free a sampler (common_sampler_cfree
-	// runs from its finalizer only): drop the reference so the next GC can.
+	freeSampler(s.sampler) // not left to the binding's finalizer
 	s.sampler = nil
 	s.guard.free()
 	s.guard = nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -405,5 +406,28 @@ func TestDeadEndGrammarIsBadRequest(t *testing.T) {
 	}
 	if _, res := genPieces(t, e, "Once upon a time", greedy(4)); res.GeneratedTokens == 0 {
 		t.Fatalf("after the dead-end grammars: %+v", res)
+	}
+}
+
+// TestSamplersFreedAtSequenceEnd: each sequence's sampler (with a ring of
+// repeat_last_n tokens, clamped to the context) is freed when it ends, not
+// left to a finalizer — and not freed twice: GC after many sequences, the
+// binding's finalizers included, must not crash.
+func TestSamplersFreedAtSequenceEnd(t *testing.T) {
+	e := load(t, nil)
+	s := greedy(4)
+	s.RepeatLastN = 1 << 30 // clamped to the context
+	for i := range 40 {
+		if i%2 == 1 {
+			s.Constraint = &infer.Constraint{JSONSchema: okSchema}
+		} else {
+			s.Constraint = nil
+		}
+		genPieces(t, e, "Once upon a time", s)
+	}
+	runtime.GC()
+	runtime.GC()
+	if _, res := genPieces(t, e, "Once upon a time", greedy(4)); res.GeneratedTokens == 0 {
+		t.Fatalf("after freeing samplers: %+v", res)
 	}
 }
