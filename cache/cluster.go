@@ -103,8 +103,16 @@ func NewClusterView(model string, blockSize int) *ClusterView {
 // NewClusterViewLimits returns an empty view for model at blockSize bounded
 // by limits.
 func NewClusterViewLimits(model string, blockSize int, limits ViewLimits) *ClusterView {
+	return NewClusterViewHasher(NewHasher(model, blockSize), model, limits)
+}
+
+// NewClusterViewHasher returns an empty view for model bounded by limits
+// that hashes prompts with h (its block size is the view's): a keyed
+// Hasher (NewKeyedHasher) for the digests of a private mesh, whose
+// Sources use the same key.
+func NewClusterViewHasher(h Hasher, model string, limits ViewLimits) *ClusterView {
 	return &ClusterView{
-		hasher: NewHasher(model, blockSize),
+		hasher: h,
 		model:  model,
 		limits: limits.withDefaults(),
 		byID:   map[string]int{},

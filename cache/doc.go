@@ -17,7 +17,9 @@
 // A peer advertises its cache as a Digest: the set of block-hash chains it
 // holds. A token sequence is cut into blocks of B tokens; the hash of block i
 // chains the hash of block i-1 and is seeded by the model's identity and B
-// (Hasher), so equal hashes mean equal prefixes of the same model. A Source
+// (Hasher), so equal hashes mean equal prefixes of the same model; in a
+// private mesh they are keyed too (NewKeyedHasher), so that only the
+// mesh's members can compute them for a guessed prompt. A Source
 // derives the digest from the Tree and emits snapshots and deltas stamped
 // with (epoch, seq); Digest.MarshalBinary and Decode give them a compact,
 // versioned, size-bounded binary form.

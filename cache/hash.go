@@ -19,10 +19,17 @@ type Hash uint64
 // computes the same chains; it is not cryptographic. Peers must not trust a
 // digest for anything but routing hints: a wrong hint costs speed only.
 //
+// A keyed Hasher (NewKeyedHasher) also passes each block's hash through a
+// keyed pseudorandom function (SipHash-2-4), so that only holders of the
+// key can compute the hashes of a guessed prompt.
+//
 // A Hasher is an immutable value, safe for concurrent use.
 type Hasher struct {
 	seed uint64
 	b    int
+	// k0, k1 are the SipHash key of a keyed Hasher (NewKeyedHasher).
+	k0, k1 uint64
+	keyed  bool
 }
 
 // MaxBlockSize bounds the block size digests may carry.
@@ -81,7 +88,11 @@ func (h Hasher) Next(prev uint64, block []int32) Hash {
 	if i < len(block) {
 		acc = round(acc, uint64(uint32(block[i]))|1<<63)
 	}
-	return Hash(avalanche(acc))
+	x := avalanche(acc)
+	if h.keyed {
+		x = h.seal(x)
+	}
+	return Hash(x)
 }
 
 // Chain appends to dst the hashes of seq's full blocks and returns it.

@@ -49,6 +49,13 @@ type SourceConfig struct {
 	MaxBlocks int
 	// Overflow is the policy when the cache holds more than MaxBlocks.
 	Overflow Overflow
+	// HashKey keys the block hashes (NewKeyedHasher), so that only its
+	// holders can tell which prompts the digests list. Every peer of one
+	// private mesh must use the same key (cmd/meshllm derives it from the
+	// mesh key), and their ClusterViews the same (NewClusterViewHasher),
+	// or no prefix matches. nil: unkeyed hashes, which anyone with the
+	// model can compute for a guessed prompt (an open mesh).
+	HashKey []byte
 }
 
 // Source turns the states of a peer's Tree into digests: it remembers what
@@ -87,7 +94,11 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	return &Source{cfg: cfg, hasher: NewHasher(cfg.Model, cfg.BlockSize), adv: map[Hash]struct{}{}}, nil
+	h, err := NewKeyedHasher(cfg.Model, cfg.BlockSize, cfg.HashKey)
+	if err != nil {
+		return nil, err
+	}
+	return &Source{cfg: cfg, hasher: h, adv: map[Hash]struct{}{}}, nil
 }
 
 // Hasher returns the hasher the source's digests use.

@@ -64,6 +64,10 @@ type MeshConfig struct {
 	// MaxReplicaBlocks bounds the blocks each peer's replica holds; 0
 	// means cache.DefaultReplicaBlocks (see cache.Replica).
 	MaxReplicaBlocks int
+	// HashKey keys the block hashes the view matches prompts with
+	// (cache.NewKeyedHasher): the key of this peer's cache.Source, which
+	// every peer of the private mesh shares. nil: unkeyed (an open mesh).
+	HashKey []byte
 }
 
 // ErrWrongAuthor is returned by Mesh.ApplyDigest for a digest whose
@@ -137,7 +141,11 @@ func NewMesh(cfg MeshConfig) (*Mesh, error) {
 	if cfg.MaxReplicaBlocks == 0 {
 		cfg.MaxReplicaBlocks = cache.DefaultReplicaBlocks
 	}
-	view := cache.NewClusterViewLimits(cfg.Model, cfg.BlockSize, cache.ViewLimits{MaxPeers: cfg.MaxPeers, MaxBlocks: cfg.MaxReplicaBlocks})
+	hasher, err := cache.NewKeyedHasher(cfg.Model, cfg.BlockSize, cfg.HashKey)
+	if err != nil {
+		return nil, err
+	}
+	view := cache.NewClusterViewHasher(hasher, cfg.Model, cache.ViewLimits{MaxPeers: cfg.MaxPeers, MaxBlocks: cfg.MaxReplicaBlocks})
 	return &Mesh{cfg: cfg, view: view, peers: map[PeerID]*meshPeer{}}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshllm/meshllm/infer"
+	"github.com/meshllm/meshllm/node/forward"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -54,12 +55,34 @@ type RouterConfig struct {
 	Trust *Trust
 	// NoTrust turns trust off: every peer's claims are taken as they come.
 	NoTrust bool
+	// Forward is where this peer's own requests may be served; a
+	// request's policy on its context (forward.WithPolicy) narrows it,
+	// never widens it. Unset means forward.Any. See forwardPolicy.
+	Forward forward.Policy
+	// Members reports whether a peer is a proven member of the private
+	// mesh (p2p.Membership.IsMember); under forward.Members only those
+	// are candidates. nil means no membership (an open mesh): Members
+	// then admits no one. Must be safe for concurrent use.
+	Members func(PeerID) bool
+	// Scorer spot-checks completed forwarded replies (Policy.VerifyFraction
+	// of them; see verify_router.go); nil means the Engine when it is an
+	// infer.Scorer, and no checks otherwise.
+	Scorer infer.Scorer
+	// VerifyBounds are the limits a checked reply must keep; the zero
+	// value means DefaultVerifyBounds.
+	VerifyBounds VerifyBounds
+	// VerifyRand draws in [0, 1) whether to check a reply; nil means
+	// math/rand/v2. Must be safe for concurrent use.
+	VerifyRand func() float64
 }
 
 // Router is the mesh router: an httpapi.Generator that serves each request locally
 // or on the peer where it is expected to finish first (see Decide), and
 // falls back to the next peer, then local, when a forward fails, so that
-// the client never sees a peer's failure.
+// the client never sees a peer's failure. Peers the request's forward
+// policy excludes (RouterConfig.Forward narrowed by the request's context;
+// forward_policy.go) are removed from the view before Decide: they are
+// neither chosen nor tried as fallbacks.
 //
 // Failure policy:
 //
@@ -98,7 +121,11 @@ type Router struct {
 	met    *routerMetrics
 	recent *recent
 	trust  *Trust         // nil: off
+	ver    *verifier      // nil: no spot checks (verify_router.go)
 	emb    infer.Embedder // nil: none
+
+	fwdPolicy forward.Policy    // RouterConfig.Forward (forward_policy.go)
+	isMember  func(PeerID) bool // RouterConfig.Members; nil: no membership
 }
 
 // NewRouter returns a router; it registers its collectors on
@@ -135,10 +162,21 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		cfg.Mesh.SetTrust(cfg.Trust) // the view's eviction order ranks by trust
 	}
 	emb, _ := cfg.Engine.(infer.Embedder)
+	if cfg.Scorer == nil {
+		cfg.Scorer, _ = cfg.Engine.(infer.Scorer)
+	}
+	if cfg.VerifyBounds == (VerifyBounds{}) {
+		cfg.VerifyBounds = DefaultVerifyBounds()
+	}
+	if err := cfg.VerifyBounds.Validate(); err != nil {
+		return nil, err
+	}
 	return &Router{
 		eng: cfg.Engine, info: cfg.Engine.Info(), mesh: cfg.Mesh, fwd: cfg.Forwarder,
 		policy: cfg.Mesh.Policy(), speeds: cfg.Speeds, log: cfg.Logger, now: cfg.Now,
 		met: met, recent: newRecent(cfg.Recent), trust: cfg.Trust, emb: emb,
+		ver:       newVerifier(cfg.Scorer, cfg.Mesh.Policy().VerifyFraction, cfg.VerifyBounds, cfg.VerifyRand),
+		fwdPolicy: cfg.Forward, isMember: cfg.Members,
 	}, nil
 }
 
@@ -198,12 +236,17 @@ func (r *Router) Generate(ctx context.Context, req infer.Request, emit func(infe
 	if r.fwd != nil {
 		v = r.trustView(r.mesh.View(req.Prompt, v.Local, start))
 	}
+	fp := r.forwardPolicy(ctx)
+	excluded := r.applyForwardPolicy(fp, &v) // peers the request may not go to are no candidates
 	d := Decide(Route{PromptTokens: len(req.Prompt), MaxTokens: req.Sampling.MaxTokens}, v, r.policy)
+	if d.Local && excluded > 0 && len(v.Peers) == 0 {
+		d.Reason = ReasonForwardPolicy
+	}
 	r.met.decideSeconds.Observe(r.now().Sub(start).Seconds())
 	r.met.decisions.WithLabelValues(string(d.Reason)).Inc()
 	r.met.pushBackSkips.Add(float64(d.PushBackSkips))
 	rec := DecisionRecord{
-		Time: start, PromptTokens: len(req.Prompt), MaxTokens: req.Sampling.MaxTokens, Reason: d.Reason,
+		Time: start, PromptTokens: len(req.Prompt), MaxTokens: req.Sampling.MaxTokens, Reason: d.Reason, Forward: fp,
 		Chosen: d.Peer, Fallbacks: d.Fallbacks, EstimatedCached: d.EstimatedCached,
 		LocalCostMillis: *millis(d.LocalCost),
 	}
@@ -241,6 +284,7 @@ func (r *Router) execute(ctx context.Context, req infer.Request, d Decision, emi
 		case outcomeServed:
 			r.judge(c, res, out, began)
 			r.mesh.MarkSuccess(c.Peer)
+			r.maybeVerify(c.Peer, req, st.text.String()) // after the fact: the client has the reply
 			r.met.served.WithLabelValues("peer").Inc()
 			r.met.cached("peer", c.EstimatedCached, res.CachedTokens)
 			rec.ServedBy, rec.EstimatedCached = c.Peer, c.EstimatedCached

@@ -23,7 +23,7 @@ func newRouterMetrics(reg *prometheus.Registry, mesh *Mesh) (*routerMetrics, err
 	m := &routerMetrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "meshllm", Subsystem: "router", Name: "decisions_total",
-			Help: "Routing decisions by reason: served-local, forwarded, refused-rtt (a peer held more of the prompt but the link cost exceeded the saving), no-peers, push-back.",
+			Help: "Routing decisions by reason: served-local, forwarded, refused-rtt (a peer held more of the prompt but the link cost exceeded the saving), no-peers, push-back, forward-policy (the forward policy excluded every peer).",
 		}, []string{"reason"}),
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "meshllm", Subsystem: "router", Name: "served_total",

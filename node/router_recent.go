@@ -3,6 +3,8 @@ package node
 import (
 	"sync"
 	"time"
+
+	"github.com/meshllm/meshllm/node/forward"
 )
 
 // DecisionRecord is one routed request as the dashboard and /v1/mesh see
@@ -12,6 +14,9 @@ type DecisionRecord struct {
 	PromptTokens int       `json:"prompt_tokens"`
 	MaxTokens    int       `json:"max_tokens"`
 	Reason       Reason    `json:"reason"`
+	// Forward is the forward policy the request was decided under: the
+	// peer's --forward narrowed by the request's (see forward.Resolve).
+	Forward forward.Policy `json:"forward"`
 	// Chosen is the peer Decide chose ("" when local); Fallbacks the ones
 	// behind it.
 	Chosen    PeerID   `json:"chosen,omitempty"`

@@ -121,6 +121,10 @@ type Claim struct {
 	// or reset, a refusal of a request the origin's engine serves, or a
 	// reply out of the request's bounds. Busy answers are not failures.
 	Failed bool
+	// Lied: a spot check found a reply the origin's model did not produce
+	// (verified answers, verify.go). It costs all of the peer's trust, not
+	// a MissFactor: it is proof of cheating, not a miss.
+	Lied bool
 }
 
 // TrustStatus is one peer's trust as /v1/mesh reports it.
@@ -190,7 +194,7 @@ func (t *Trust) decayed(p *trustPeer, now time.Time) float64 {
 
 // Judge reports whether c's claims held under the configuration.
 func (c TrustConfig) Judge(cl Claim) bool {
-	if cl.TimedOut || cl.Failed {
+	if cl.TimedOut || cl.Failed || cl.Lied {
 		return false
 	}
 	short := cl.EstimatedCached - cl.RealizedCached
@@ -214,9 +218,13 @@ func (t *Trust) Observe(peer PeerID, c Claim, now time.Time) bool {
 		t.peers[peer] = p
 	}
 	v := t.decayed(p, now)
-	if honest {
+	switch {
+	case honest:
 		v = min(1, v+t.cfg.HitCredit)
-	} else {
+	case c.Lied:
+		v = 0
+		p.failed++
+	default:
 		v *= t.cfg.MissFactor
 		p.failed++
 	}

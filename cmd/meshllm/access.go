@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/meshllm/meshllm/node/forward"
 	"github.com/meshllm/meshllm/p2p"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
@@ -36,14 +37,39 @@ func accessFlagDefs() []cli.Flag {
 			Usage: "private mesh: a file holding the passphrase (one line)"}),
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allow-peer", EnvVars: []string{"MESHLLM_ALLOW_PEERS"},
 			Usage: "private mesh: peer IDs allowed to connect (repeatable); others are refused at the handshake"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "forward", EnvVars: []string{"MESHLLM_FORWARD"},
+			Usage: "where this peer's own requests may be served: `any` peer, proven `members` of the private mesh, or `none` (all here); default members in a private mesh, any in an open one; a request may narrow it (X-Meshllm-Forward)"}),
 	}
 }
 
 // access is who may use a peer: everyone (the zero value), the holders of a
-// mesh key, the peers of an allowlist, or both.
+// mesh key, the peers of an allowlist, or both; and where the peer's own
+// requests may be served.
 type access struct {
 	key   []byte    // the mesh key (p2p.MeshKeyLen bytes); nil: no handshake
 	allow []peer.ID // nil: no allowlist
+	// forward is --forward, or its default (members in a private mesh,
+	// any in an open one); Unset (the zero value, as in the demo) is any.
+	forward forward.Policy
+}
+
+// private reports whether the mesh has a membership: a key, an
+// allowlist, or both.
+func (a access) private() bool { return a.key != nil || a.allow != nil }
+
+// blockHashPurpose names the mesh subkey that keys the digests' block
+// hashes; every peer of one mesh derives the same.
+const blockHashPurpose = "meshllm/block-hash/1"
+
+// hashKey is the key of the digests' block hashes (cache.SourceConfig and
+// node.MeshConfig HashKey): a subkey of the mesh key, nil without one (an
+// allowlist alone keys nothing: its digests reach only the allowed peers,
+// but anyone reading one could test a guessed prompt).
+func (a access) hashKey() []byte {
+	if a.key == nil {
+		return nil
+	}
+	return p2p.MeshSubkey(a.key, blockHashPurpose)
 }
 
 // accessFlags reads the access flags of c, warning on stderr about
@@ -96,7 +122,32 @@ func loadAccess(c *cli.Context, args []string, warn io.Writer) (access, error) {
 		}
 		a.allow = allow
 	}
+	a.forward = forward.Any
+	if a.private() {
+		a.forward = forward.Members
+	}
+	if v := c.String("forward"); v != "" {
+		if a.forward, err = forward.Parse(v); err != nil {
+			return a, fmt.Errorf("--forward: %w", err)
+		}
+	}
 	return a, nil
+}
+
+// printForward tells the user where this peer's own requests may go (the
+// line join prints), and warns on an open mesh that strangers may serve
+// them.
+func printForward(w io.Writer, a access) {
+	p := forward.Resolve(a.forward, forward.Unset)
+	switch {
+	case p == forward.Members && !a.private():
+		fmt.Fprintf(w, "forward: members — but this mesh is open (no --mesh-key-file, --mesh-secret or --allow-peer): no peer is a member, so every request is served here\n")
+	default:
+		fmt.Fprintf(w, "forward: %s — %s\n", p, p.Meaning())
+	}
+	if p == forward.Any && !a.private() {
+		fmt.Fprintf(w, "meshllm: warning: open mesh: prompts may be served by strangers (any peer that joins); use --mesh-key-file for a private mesh, or --forward none\n")
+	}
 }
 
 // apiToken reads the API token from --api-token or --api-token-file (or

@@ -113,6 +113,7 @@ func join(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	printJoin(p.host, p.httpAddr, eng.Info().Name)
+	printForward(os.Stderr, acc)
 	return p.wait()
 }
 

@@ -131,6 +131,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	mesh, err := node.NewMesh(node.MeshConfig{
 		Self: node.PeerID(self.String()), Model: info.ID, ModelName: info.Name,
 		RTT: wire.RTTSource{RTTs: host, Limited: wire.LimitedTracker(host.LibP2P())}, Policy: policy,
+		HashKey: acc.hashKey(), // the same key as the Source below: members' digests match
 	})
 	if err != nil {
 		return fail(err)
@@ -145,6 +146,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	router, err := node.NewRouter(node.RouterConfig{
 		Engine: eng, Mesh: mesh, Forwarder: wire.Forwarder{Client: client, Model: info.ID},
 		Speeds: speeds, Registry: reg, Logger: slog.Default(),
+		Forward: acc.forward, Members: isMember(membership),
 	})
 	if err != nil {
 		return fail(err)
@@ -158,7 +160,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	closers = append(closers, infersvc.Close)
 
 	epoch := uint64(time.Now().UnixNano())
-	source, err := cache.NewSource(cache.SourceConfig{Peer: self.String(), Model: info.ID, Epoch: epoch})
+	source, err := cache.NewSource(cache.SourceConfig{Peer: self.String(), Model: info.ID, Epoch: epoch, HashKey: acc.hashKey()})
 	if err != nil {
 		return fail(err)
 	}
@@ -218,6 +220,19 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 		p.done <- err
 	}()
 	return p, nil
+}
+
+// isMember is the router's membership test (node.RouterConfig.Members):
+// the peers m proves members of the private mesh; nil (no one, under
+// --forward members) without a membership.
+func isMember(m *p2p.Membership) func(node.PeerID) bool {
+	if m == nil {
+		return nil
+	}
+	return func(id node.PeerID) bool {
+		p, err := peer.Decode(string(id))
+		return err == nil && m.IsMember(p)
+	}
 }
 
 // prefixLabel renders a cached prefix for the dashboard: its first words,

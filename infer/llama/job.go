@@ -24,6 +24,10 @@ type job struct {
 	// the job with it instead of serving it.
 	grammar string
 	prepErr error
+	// score is set for a scoring job (Engine.Score, score.go): the loop
+	// prefills Prompt+score.reply and writes the scores instead of
+	// generating.
+	score *scoreJob
 
 	mu     sync.Mutex
 	outbox []infer.Piece

@@ -41,6 +41,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, dialectOllama, e)
 		return
 	}
+	r, e := withForward(r, req.meshllmField) // where the prompt may go: the router reads it
+	if e != nil {
+		s.writeError(w, dialectOllama, e)
+		return
+	}
 	model, e := s.ollamaModel(req.Model)
 	if e != nil {
 		s.writeError(w, dialectOllama, e)
@@ -112,6 +117,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	var req ollamaChatRequest
 	if e := s.decode(w, r, &req); e != nil {
+		s.writeError(w, dialectOllama, e)
+		return
+	}
+	r, e := withForward(r, req.meshllmField) // where the prompt may go: the router reads it
+	if e != nil {
 		s.writeError(w, dialectOllama, e)
 		return
 	}

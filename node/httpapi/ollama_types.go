@@ -23,6 +23,7 @@ type generateRequest struct {
 	Options   ollamaOptions     `json:"options"`
 	KeepAlive *keepAlive        `json:"keep_alive"`
 	ollamaExtras
+	meshllmField
 }
 
 // ollamaChatRequest is the body of POST /api/chat.
@@ -38,6 +39,7 @@ type ollamaChatRequest struct {
 	// not fit is a 400 (Ollama's field; default true).
 	Truncate *bool `json:"truncate"`
 	ollamaExtras
+	meshllmField
 }
 
 // ollamaExtras are the fields /api/generate and /api/chat share beyond

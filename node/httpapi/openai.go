@@ -39,6 +39,11 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, dialectOpenAI, e)
 		return
 	}
+	r, e := withForward(r, req.meshllmField) // where the prompt may go: the router reads it
+	if e != nil {
+		s.writeError(w, dialectOpenAI, e)
+		return
+	}
 	oj, e := s.chatJob(&req, start)
 	if e != nil {
 		s.writeError(w, dialectOpenAI, e)
@@ -171,6 +176,11 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	var req completionRequest
 	if e := s.decode(w, r, &req); e != nil {
+		s.writeError(w, dialectOpenAI, e)
+		return
+	}
+	r, e := withForward(r, req.meshllmField) // where the prompt may go: the router reads it
+	if e != nil {
 		s.writeError(w, dialectOpenAI, e)
 		return
 	}

@@ -36,6 +36,7 @@ type responsesRequest struct {
 	ToolChoice      json.RawMessage `json:"tool_choice"`
 	responsesRefused
 	openAIIgnored
+	meshllmField
 }
 
 // responsesRefused holds the Responses fields that are refused when set.
@@ -221,6 +222,11 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	var req responsesRequest
 	if e := s.decode(w, r, &req); e != nil {
+		s.writeError(w, dialectOpenAI, e)
+		return
+	}
+	r, e := withForward(r, req.meshllmField) // where the prompt may go: the router reads it
+	if e != nil {
 		s.writeError(w, dialectOpenAI, e)
 		return
 	}

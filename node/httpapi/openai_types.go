@@ -26,6 +26,7 @@ type chatRequest struct {
 	ResponseFormat    *responseFormat `json:"response_format"`
 	chatRefused
 	openAIIgnored
+	meshllmField
 }
 
 // chatRefused holds the chat fields OpenAI defines that this server does
@@ -72,6 +73,7 @@ type completionRequest struct {
 	LogitBias     json.RawMessage `json:"logit_bias"`
 	openAISampling
 	openAIIgnored
+	meshllmField
 }
 
 // openAISampling holds the sampling fields of both OpenAI requests,
