@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshllm/meshllm/infer"
 	"github.com/meshllm/meshllm/node"
+	"github.com/meshllm/meshllm/node/forward"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -24,6 +25,8 @@ func TestDescribeDecision(t *testing.T) {
 			feedLocal, []string{"served locally", "64 of 100", "120 ms", "best peer 130 ms"}},
 		{"no peers", node.DecisionRecord{Reason: node.ReasonNoPeers, PromptTokens: 10},
 			feedLocal, []string{"no peer to forward to"}},
+		{"forward policy", node.DecisionRecord{Reason: node.ReasonForwardPolicy, Forward: forward.Members},
+			feedLocal, []string{"forward setting (members) excludes every peer"}},
 		{"forwarded", node.DecisionRecord{Reason: node.ReasonForward, Chosen: long, ServedBy: long, PromptTokens: 600, EstimatedCached: 560,
 			LocalCostMillis: 1500, PeerCostMillis: 90, Attempts: []node.Attempt{{Peer: long, Outcome: "served"}}},
 			feedForwarded, []string{"forwarded to …9xyz12", "560 of 600", "90 ms", "1.50 s"}},

@@ -83,6 +83,9 @@ func describeDecision(rec node.DecisionRecord) DecisionEvent {
 	case rec.Reason == node.ReasonPushBack:
 		ev.Kind = feedPushBack
 		ev.Summary = "served locally: the best peer is pushing back (busy or cooling down)"
+	case rec.Reason == node.ReasonForwardPolicy:
+		ev.Kind = feedLocal
+		ev.Summary = fmt.Sprintf("served locally: the forward setting (%s) excludes every peer that could serve it", rec.Forward)
 	case rec.Reason == node.ReasonNoPeers:
 		ev.Kind = feedLocal
 		ev.Summary = fmt.Sprintf("served locally: no peer to forward to (%d of %d tokens cached here)", rec.RealizedCached, rec.PromptTokens)

@@ -41,8 +41,12 @@ func rules() []rule {
 		// imports the network, the cgo engine, or the HTTP layers above it.
 		{pattern: "./node", forbidden: concat(network, cgo, []string{mod + "node/httpapi", mod + "node/dashboard", mod + "cmd", mod + "testnet"})},
 		// node/httpapi: the OpenAI and Ollama APIs over a Generator; the
-		// router satisfies it, so the API does not import the router.
-		{pattern: "./node/httpapi", forbidden: concat(network, cgo, []string{mod + "node", mod + "node/dashboard", mod + "cmd", mod + "testnet"})},
+		// router satisfies it, so the API does not import the router (the
+		// router package itself: "$" marks an exact path).
+		{pattern: "./node/httpapi", forbidden: concat(network, cgo, []string{mod + "node$", mod + "node/dashboard", mod + "cmd", mod + "testnet"})},
+		// node/forward: the forward policy both the router and the API
+		// read; a leaf.
+		{pattern: "./node/forward", stdOnly: true, allowed: []string{mod + "node/forward"}},
 		// node/dashboard: the live page over the router's status.
 		{pattern: "./node/dashboard", forbidden: concat(network, cgo, []string{mod + "cmd", mod + "testnet"})},
 	}
@@ -109,9 +113,13 @@ func (r rule) self(pkg string) bool {
 	return pkg == own || (strings.HasSuffix(r.pattern, "/...") && strings.HasPrefix(pkg, own+"/"))
 }
 
-// matches treats a prefix ending in "/" as the package and everything
-// under it, and any other prefix as the exact package or its subpackages.
+// matches treats a prefix ending in "$" as that exact package, and any
+// other prefix (with or without a trailing "/") as the package and its
+// subpackages.
 func matches(pkg, prefix string) bool {
+	if exact, ok := strings.CutSuffix(prefix, "$"); ok {
+		return pkg == exact
+	}
 	p := strings.TrimSuffix(prefix, "/")
 	return pkg == p || strings.HasPrefix(pkg, p+"/")
 }
@@ -148,6 +156,7 @@ func TestRulesCatch(t *testing.T) {
 		{"./cache/...", "strings"},
 		{"./cache/...", mod + "cache"},
 		{"./node/httpapi", mod + "infer"},
+		{"./node/httpapi", mod + "node/forward"},
 		{"./node/dashboard", mod + "node"},
 		{"./infer/llama", "github.com/ollama/ollama/llama"},
 	} {

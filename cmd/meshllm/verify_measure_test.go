@@ -1,4 +1,4 @@
-package llama
+package main
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshllm/meshllm/infer/llama"
+
 	"github.com/meshllm/meshllm/infer"
 	"github.com/meshllm/meshllm/infer/synth"
 	"github.com/meshllm/meshllm/node"
@@ -22,22 +24,37 @@ import (
 // default bounds), the detection rate per kind of lie, and the origin's
 // cost per check. It prints a table; run it with
 //
-//	MESHLLM_MEASURE=1 go test ./infer/llama -run TestVerifyMeasure -v
+//	MESHLLM_MEASURE=1 go test ./cmd/meshllm -run TestVerifyMeasure -v
 func TestVerifyMeasure(t *testing.T) {
+	load := func(t *testing.T, mod func(*llama.Config)) *llama.Engine {
+		t.Helper()
+		cfg := llama.DefaultConfig(storiesPath)
+		cfg.Threads = 1
+		cfg.ContextLength = 256
+		if mod != nil {
+			mod(&cfg)
+		}
+		e, err := llama.Load(cfg)
+		if err != nil {
+			t.Fatalf("llama.Load: %v", err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
 	if os.Getenv("MESHLLM_MEASURE") != "1" {
 		t.Skip("set MESHLLM_MEASURE=1 to measure verified answers")
 	}
 	const replyTokens = 48
 	bounds := node.DefaultVerifyBounds()
-	origin := load(t, func(c *Config) { c.ContextLength = 512 })
+	origin := load(t, func(c *llama.Config) { c.ContextLength = 512 })
 	peers := []struct {
 		name string
-		mod  func(*Config)
+		mod  func(*llama.Config)
 	}{
 		{"same config", nil},
-		{"threads 2", func(c *Config) { c.Threads = 2 }},
-		{"batch 7", func(c *Config) { c.BatchSize = 7 }},
-		{"threads 2, batch 7", func(c *Config) { c.Threads, c.BatchSize = 2, 7 }},
+		{"threads 2", func(c *llama.Config) { c.Threads = 2 }},
+		{"batch 7", func(c *llama.Config) { c.BatchSize = 7 }},
+		{"threads 2, batch 7", func(c *llama.Config) { c.Threads, c.BatchSize = 2, 7 }},
 	}
 	other := filepath.Join(t.TempDir(), "tiny.gguf")
 	shape, err := synth.LookupShape("tiny") // stories260K's shape and vocabulary size
@@ -47,8 +64,8 @@ func TestVerifyMeasure(t *testing.T) {
 	if err := synth.WriteFile(other, shape, synth.Options{Type: synth.F32, Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
-	liarModel, err := Load(func() Config {
-		c := DefaultConfig(other)
+	liarModel, err := llama.Load(func() llama.Config {
+		c := llama.DefaultConfig(other)
 		c.Threads, c.ContextLength = 1, 512
 		return c
 	}())
@@ -105,7 +122,7 @@ func TestVerifyMeasure(t *testing.T) {
 		r.worstGap = max(r.worstGap, v.WorstGap)
 		r.worstMean = min(r.worstMean, v.MeanLogprob)
 	}
-	generate := func(e *Engine, prompt []int32, s infer.Sampling) string {
+	generate := func(e *llama.Engine, prompt []int32, s infer.Sampling) string {
 		var b strings.Builder
 		t0 := time.Now()
 		if _, err := e.Generate(context.Background(), infer.Request{Prompt: prompt, Sampling: s}, func(p infer.Piece) error {
@@ -126,7 +143,7 @@ func TestVerifyMeasure(t *testing.T) {
 		return origin.Detokenize(toks)
 	}
 	for _, p := range peers {
-		peer := load(t, func(c *Config) {
+		peer := load(t, func(c *llama.Config) {
 			c.ContextLength = 512
 			if p.mod != nil {
 				p.mod(c)
@@ -183,4 +200,22 @@ func TestVerifyMeasure(t *testing.T) {
 			t.Errorf("false positives: %s: %d of %d", k, rows[k].caught, rows[k].n)
 		}
 	}
+}
+
+// continuation tokenizes text as the router's verifier does (node's
+// replyTokens): after a "\n" sentinel, whose tokens are then cut.
+func continuation(t *testing.T, e *llama.Engine, text string) []int32 {
+	t.Helper()
+	sent, err := e.Tokenize("\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := e.Tokenize("\n" + text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(toks[:len(sent)], sent) {
+		t.Fatalf("sentinel merged: %v vs %v", toks, sent)
+	}
+	return toks[len(sent):]
 }
