@@ -44,6 +44,14 @@ type GossipOptions struct {
 	RelayPenalty        float64
 	// Now is the relay quota's clock (nil: time.Now).
 	Now func() time.Time
+	// Introduce, when set, is called with the author of a message a
+	// connected member relayed while that relay was within its quota, but
+	// that is not itself a member: a real peer of the topic this host is
+	// not connected to yet. It should dial the author (Host.Introduce
+	// does: a DHT lookup, bounded and backed off per author), so that its
+	// next messages are heard first-hand; a made-up identity costs one
+	// failed lookup. It runs on a validation worker: it must not block.
+	Introduce func(peer.ID)
 	// AppScore is the application-specific score (P5, weight 1) of each
 	// peer: the node's trust in it, membership (see AppScores); nil means
 	// 0 for every peer. The relay quota's penalty is added to it. It is
@@ -368,7 +376,9 @@ func (t *Topic) decide(m *pubsub.Message) pubsub.ValidationResult {
 	}
 	if !t.member(author) {
 		t.g.strangers.Add(1)
-		t.g.relays.stranger(m.ReceivedFrom, author)
+		if over := t.g.relays.stranger(m.ReceivedFrom, author); !over && t.g.opts.Introduce != nil {
+			t.g.opts.Introduce(author)
+		}
 		return pubsub.ValidationIgnore
 	}
 	switch {

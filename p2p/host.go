@@ -53,6 +53,7 @@ type Host struct {
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
+	intro  *introducer // Introduce's dials (introduce.go)
 
 	mu     sync.Mutex // guards closed and wg.Add
 	closed bool
@@ -160,6 +161,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		bootstrapped: make(chan struct{}),
 		ctx:          hctx,
 		cancel:       cancel,
+		intro:        &introducer{sem: make(chan struct{}, introduceInFlight), tried: map[peer.ID]time.Time{}},
 	}
 	if len(boot) == 0 {
 		h.markBootstrapped()

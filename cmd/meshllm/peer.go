@@ -110,7 +110,7 @@ func startPeer(ctx context.Context, eng *llama.Engine, pc peerConfig) (*meshPeer
 	// that peer's GossipSub application score; the router is built below.
 	trust := &wire.GossipTrust{}
 	scores := []func(peer.ID) float64{trust.Score}
-	gopts := p2p.GossipOptions{}
+	gopts := p2p.GossipOptions{Introduce: host.Introduce} // relayed authors we lack are dialed, to be heard first-hand
 	if membership != nil {
 		scores = append(scores, membership.AppScore)
 		gopts.PubSubOptions = membership.PubSubOptions()
