@@ -23,6 +23,13 @@ ENGINE_PKGS = ./infer/llama ./cmd/meshllm
 # a time, so their peers do not compete with other tests for the cores.
 PROCESS_PKGS = ./testnet/faults
 FUZZTIME   ?= 20000x
+# The container tests (testnet/faults' partition across containers,
+# testnet/compose's five-container mesh; about 2 minutes) run whenever the
+# Docker engine answers, and always under CI=true, where a missing Docker
+# fails them instead of skipping.
+DOCKER_TESTS := $(if $(filter true,$(CI)),1,$(shell docker info >/dev/null 2>&1 && echo 1))
+export MESHLLM_DOCKER  := $(DOCKER_TESTS)
+export MESHLLM_COMPOSE := $(DOCKER_TESTS)
 
 .PHONY: all setup build run test test-race test-engine fuzz-short bench-engine bench bench-vt clean
 

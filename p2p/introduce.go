@@ -19,6 +19,11 @@ const (
 	introduceBackoff = 30 * time.Second
 	// introduceTimeout bounds one lookup and dial.
 	introduceTimeout = 10 * time.Second
+	// introduceStaleAfter: a connection older than this to an author that
+	// still is not on the topic is taken for a dead one (a partition that
+	// no FIN crossed, a peer restarted with the same identity) and
+	// replaced; a younger one may just not have announced its topics yet.
+	introduceStaleAfter = 10 * time.Second
 	// introduceMemory is how many authors' backoffs are remembered; past
 	// it the table is cleared (a flood of made-up identities then costs
 	// at most introduceInFlight lookups at a time).
@@ -39,12 +44,27 @@ type introducer struct {
 // background. At most introduceInFlight run at once, each author at most
 // once per introduceBackoff; calls beyond that return at once. It never
 // blocks, so it may be GossipOptions.Introduce. Safe for concurrent use.
+//
+// Gossip asks for authors it does not count as members: not connected, or
+// connected but not on the topic. A connection older than
+// introduceStaleAfter in the second case is closed and dialed again: the
+// old one is dead or belongs to the author's previous process, whose
+// topics went with it.
 func (h *Host) Introduce(p peer.ID) {
 	in := h.intro
-	if in == nil || p == h.h.ID() || h.h.Network().Connectedness(p) == network.Connected {
+	if in == nil || p == h.h.ID() {
 		return
 	}
 	now := time.Now()
+	stale := false
+	if h.h.Network().Connectedness(p) == network.Connected {
+		for _, c := range h.h.Network().ConnsToPeer(p) {
+			if now.Sub(c.Stat().Opened) < introduceStaleAfter {
+				return // young: its subscriptions may still be on the way
+			}
+		}
+		stale = true
+	}
 	in.mu.Lock()
 	if last, ok := in.tried[p]; ok && now.Sub(last) < introduceBackoff {
 		in.mu.Unlock()
@@ -64,6 +84,9 @@ func (h *Host) Introduce(p peer.ID) {
 		defer func() { <-in.sem }()
 		ctx, cancel := context.WithTimeout(hctx, introduceTimeout)
 		defer cancel()
+		if stale {
+			_ = h.h.Network().ClosePeer(p)
+		}
 		info := peer.AddrInfo{ID: p, Addrs: h.h.Peerstore().Addrs(p)}
 		if len(info.Addrs) == 0 && h.dht != nil {
 			found, err := h.dht.FindPeer(ctx, p)

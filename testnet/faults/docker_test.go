@@ -56,6 +56,9 @@ func needDocker(t *testing.T) *dockerNet {
 		t.Skip("container faults: set MESHLLM_DOCKER=1 (needs the Docker engine; builds an image)")
 	}
 	if _, err := exec.LookPath("docker"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no docker on PATH, and CI=true: the container tests must run")
+		}
 		t.Skip("no docker")
 	}
 	n := rand.IntN(200) + 20
