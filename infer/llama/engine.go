@@ -195,18 +195,9 @@ func (e *Engine) Generate(ctx context.Context, req infer.Request, emit func(infe
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	j := newJob(ctx, req, time.Now())
-	e.mu.Lock()
-	switch {
-	case e.closed:
-		e.mu.Unlock()
-		return nil, infer.ErrClosed
-	case len(e.queue) >= e.cfg.QueueLimit:
-		e.mu.Unlock()
-		return nil, infer.ErrBusy
+	if err := e.enqueue(j); err != nil {
+		return nil, err
 	}
-	e.queue = append(e.queue, j)
-	e.mu.Unlock()
-	e.poke()
 
 	for {
 		select {
@@ -231,6 +222,24 @@ func (e *Engine) Generate(ctx context.Context, req infer.Request, emit func(infe
 			return res, err
 		}
 	}
+}
+
+// enqueue queues j for the loop and wakes it; ErrClosed after Close,
+// ErrBusy past the queue limit.
+func (e *Engine) enqueue(j *job) error {
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return infer.ErrClosed
+	case len(e.queue) >= e.cfg.QueueLimit:
+		e.mu.Unlock()
+		return infer.ErrBusy
+	}
+	e.queue = append(e.queue, j)
+	e.mu.Unlock()
+	e.poke()
+	return nil
 }
 
 // poke wakes the loop without blocking.

@@ -52,18 +52,9 @@ func (e *Engine) Score(ctx context.Context, prompt, reply []int32) ([]infer.Toke
 	defer cancel()
 	j := newJob(ctx, infer.Request{Prompt: prompt}, time.Now())
 	j.score = &scoreJob{reply: reply}
-	e.mu.Lock()
-	switch {
-	case e.closed:
-		e.mu.Unlock()
-		return nil, infer.ErrClosed
-	case len(e.queue) >= e.cfg.QueueLimit:
-		e.mu.Unlock()
-		return nil, infer.ErrBusy
+	if err := e.enqueue(j); err != nil {
+		return nil, err
 	}
-	e.queue = append(e.queue, j)
-	e.mu.Unlock()
-	e.poke()
 	select {
 	case <-j.finished:
 	case <-ctx.Done():
